@@ -1,0 +1,40 @@
+# One task runner: `make test` sets up .venv on a fresh machine (only Python needed), then runs the suite.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: test check lint typecheck fmt conformance bench dev clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+test: $(BIN)/.installed
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(BIN)/.installed
+	$(BIN)/mypy .
+
+fmt: $(BIN)/.installed
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+check: lint typecheck test
+
+conformance: $(BIN)/.installed
+	$(BIN)/python -m store.conformance ../shared/conformance/conversations
+
+bench: $(BIN)/.installed
+	$(BIN)/python -m bench
+
+dev: $(BIN)/.installed
+	$(BIN)/threadline dev
+
+clean:
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,1 @@
+"""Pieces every other package shares: errors, logging, settings. Imports nothing of the project."""

@@ -1,0 +1,83 @@
+"""One error type with stable codes.
+
+Every failure Threadline reports to a caller is a `ThreadlineError` carrying a kebab-case
+`code` from `ErrorCode`. Codes are API: they are added, never renamed, and listed in the
+README. The type knows nothing of Temporal; `activities` and `workflows` turn it into an
+`ApplicationError` whose `type` is the code, and clients turn it back with `from_failure`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+
+class ErrorCode(StrEnum):
+    """The stable codes of `ThreadlineError`."""
+
+    CONVERSATION_ID = "conversation-id"
+    CONVERSATION_BUSY = "conversation-busy"
+    CONVERSATION_SIGNATURE = "conversation-signature"
+    CONVERSATION_NOT_FOUND = "conversation-not-found"
+    STORE_CONFLICT = "store-conflict"
+    STORE_UNKNOWN = "store-unknown"
+    RECORD_INVALID = "record-invalid"
+    TURN_STATE = "turn-state"
+    TURN_UNKNOWN = "turn-unknown"
+    PROGRAM_UNKNOWN = "program-unknown"
+    PROGRAM_INVALID = "program-invalid"
+    INPUTS_INVALID = "inputs-invalid"
+    INPUT_TOO_LARGE = "input-too-large"
+    PROVIDER_UNCONFIGURED = "provider-unconfigured"
+    PROVIDER_REJECTED = "provider-rejected"
+    PROVIDER_UNAVAILABLE = "provider-unavailable"
+    PARSE_FAILED = "parse-failed"
+    SERVER_UNAVAILABLE = "server-unavailable"
+    INVALID_REQUEST = "invalid-request"
+    INTERNAL = "internal"
+
+
+_CODES = frozenset(code.value for code in ErrorCode)
+
+
+class ThreadlineError(Exception):
+    """A failure with a stable code, a one-sentence message and optional details.
+
+    Args:
+        code: One of `ErrorCode` (a plain string of the same value is accepted).
+        message: What was wrong and what to do, in one sentence, with no prompt text or secrets.
+        retryable: Whether trying the same thing again later may succeed.
+        details: Small JSON-able facts for machines (a turn id, a length), never content.
+    """
+
+    def __init__(
+        self,
+        code: ErrorCode | str,
+        message: str,
+        *,
+        retryable: bool = False,
+        **details: Any,
+    ) -> None:
+        super().__init__(message)
+        self.code = ErrorCode(code) if code in _CODES else code
+        self.message = message
+        self.retryable = retryable
+        self.details = details
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+    def __repr__(self) -> str:
+        return f"ThreadlineError({str(self.code)!r}, {self.message!r})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The error as the `{"code", "message"}` body the CLI and HTTP service print."""
+        out: dict[str, Any] = {"code": str(self.code), "message": self.message}
+        if self.details:
+            out["details"] = self.details
+        return out
+
+
+def is_code(value: object) -> bool:
+    """Whether `value` is one of the stable codes."""
+    return isinstance(value, str) and value in _CODES

@@ -1,0 +1,66 @@
+"""The store protocol every record log implements, and the conversation-id rule."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from core.errors import ErrorCode, ThreadlineError
+
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+
+def check_id(conversation: object) -> str:
+    """Return `conversation` if it is a valid conversation id (a file name, never a path).
+
+    Raises:
+        ThreadlineError: `conversation-id` for anything else.
+    """
+    if isinstance(conversation, str) and conversation.isascii() and _ID.fullmatch(conversation):
+        return conversation
+    shown = repr(conversation)[:60]
+    raise ThreadlineError(
+        ErrorCode.CONVERSATION_ID,
+        f"{shown} is not a conversation id: use 1 to 200 ASCII letters, digits, '.', '_' or '-', "
+        "starting with a letter or digit",
+    )
+
+
+def check_records(records: Sequence[Any]) -> list[dict[str, Any]]:
+    """Return `records` as a list if every one is a JSON object (a dict)."""
+    out = list(records)
+    for i, record in enumerate(out):
+        if not isinstance(record, dict):
+            raise ThreadlineError(
+                ErrorCode.RECORD_INVALID,
+                f"record {i} of the batch is a {type(record).__name__}, not a JSON object; nothing was written",
+            )
+    return out
+
+
+@runtime_checkable
+class Store(Protocol):
+    """A record log: numbered, append-only conversations (format-1.md 1.3).
+
+    functai accepts any object with `append` and `read` as a store, so the same shape serves both.
+    """
+
+    def append(self, conversation: str, records: Sequence[dict[str, Any]], *, expect: int | None = None) -> int:
+        """Append `records` all or nothing, numbering them; return the new record count.
+
+        Raises `store-conflict` when `expect` is given and differs from the count before the append.
+        """
+        ...
+
+    def read(self, conversation: str, after: int = 0) -> list[dict[str, Any]]:
+        """Return copies of the records after position `after`, in order."""
+        ...
+
+    def wait(self, conversation: str, after: int, timeout: float) -> bool:
+        """Block until the conversation holds more than `after` records or `timeout` passes."""
+        ...
+
+    def conversations(self) -> list[str]:
+        """Return the ids of the conversations that hold records, sorted."""
+        ...

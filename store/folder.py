@@ -1,0 +1,243 @@
+"""FolderStore: conversations as JSONL files, byte-compatible with functai 1.2.0 (format-1.md 1).
+
+    <folder>/conversations/<id>.jsonl   the records, one per line, `seq` = line number
+    <folder>/conversations/<id>.lock    BSD flock taken for every append
+
+Every append is one step across processes and threads: the lock, a count of the complete lines,
+the `expect` check, one O_APPEND write of the whole batch, fsync. Reading takes no lock and is
+incremental: only bytes appended since the last read are parsed, and a trailing fragment with
+no newline (a write in progress) is left for later.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from core.errors import ErrorCode, ThreadlineError
+
+from .base import check_id, check_records
+from .records import dumps, with_seq
+
+log = structlog.get_logger(__name__)
+
+@dataclass(slots=True)
+class _Lines:
+    """What this process has read of one file: its complete lines and the bytes they used."""
+
+    lines: list[bytes] = field(default_factory=list)
+    offset: int = 0
+    inode: int = -1
+    fragment: bool = False
+    """Whether bytes after the last newline were seen: a write in progress, or a torn line."""
+
+
+def _parse(line: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return {"unreadable": True}
+    return value if isinstance(value, dict) else {"unreadable": True}
+
+
+class FolderStore:
+    """A record log in a folder that functai processes may share at the same time.
+
+    Args:
+        folder: The store's folder (`~` expanded, made absolute); `conversations/` is created 0700.
+        cache: How many conversations' lines to keep in memory between reads (least recently used go).
+    """
+
+    durability = "disk"
+    persistent = True
+
+    def __init__(self, folder: str | os.PathLike[str], *, cache: int = 256) -> None:
+        self.folder = Path(os.fspath(folder)).expanduser().absolute()
+        self._dir = self.folder / "conversations"
+        os.makedirs(self._dir, mode=0o700, exist_ok=True)
+        self._cache: OrderedDict[str, _Lines] = OrderedDict()
+        self._cache_size = cache
+        self._guard = threading.Lock()
+        self._mutexes: dict[str, threading.Lock] = {}
+
+    def __repr__(self) -> str:
+        return f"<FolderStore {self.folder}>"
+
+    def path(self, conversation: str) -> Path:
+        """The JSONL file of `conversation`."""
+        return self._dir / f"{check_id(conversation)}.jsonl"
+
+    def append(self, conversation: str, records: Sequence[dict[str, Any]], *, expect: int | None = None) -> int:
+        """Append `records` all or nothing, numbered from the current line count; return the new count.
+
+        Raises:
+            ThreadlineError: `conversation-id`, `record-invalid`, or `store-conflict` when `expect`
+                is given and the file does not hold exactly that many records.
+        """
+        check_id(conversation)
+        batch = check_records(records)
+        with self._locked(conversation):
+            held = self._load(conversation, repair=True)
+            n = len(held.lines)
+            if expect is not None and expect != n:
+                raise ThreadlineError(
+                    ErrorCode.STORE_CONFLICT,
+                    f"conversation {conversation} holds {n} records, not {expect}: read again and retry",
+                    expected=expect,
+                    found=n,
+                )
+            if not batch:
+                return n
+            lines = [self._encode(record, n + i + 1) for i, record in enumerate(batch)]
+            written = self._write(conversation, b"".join(lines))
+            # Under the lock the file ended at held.offset, so these lines are exactly what was added.
+            if written == held.offset:
+                held.lines.extend(line[:-1] for line in lines)
+                held.offset += sum(len(line) for line in lines)
+            return n + len(batch)
+
+    def read(self, conversation: str, after: int = 0) -> list[dict[str, Any]]:
+        """Return the records after position `after` (fresh objects), without taking the lock."""
+        check_id(conversation)
+        with self._mutex(conversation):
+            lines = self._load(conversation).lines[max(int(after or 0), 0) :]
+        return [_parse(line) for line in lines]
+
+    def count(self, conversation: str) -> int:
+        """How many records `conversation` holds now (complete lines, unreadable ones included)."""
+        check_id(conversation)
+        with self._mutex(conversation):
+            return len(self._load(conversation).lines)
+
+    def wait(self, conversation: str, after: int, timeout: float) -> bool:
+        """Block until more than `after` records are held or `timeout` passes (20 ms to 200 ms polls)."""
+        deadline = time.monotonic() + timeout
+        pause = 0.02
+        while True:
+            if self.count(conversation) > after:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.2)
+
+    def conversations(self) -> list[str]:
+        """Return the ids of the conversations in the folder, sorted."""
+        return sorted(p.stem for p in self._dir.glob("*.jsonl"))
+
+    # ----- files
+
+    def _mutex(self, conversation: str) -> threading.Lock:
+        with self._guard:
+            return self._mutexes.setdefault(conversation, threading.Lock())
+
+    @contextmanager
+    def _locked(self, conversation: str) -> Iterator[None]:
+        """This process's mutex for the file, then BSD flock on `<id>.lock`, as functai takes it."""
+        with self._mutex(conversation):
+            flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+            fd = os.open(self._dir / f"{conversation}.lock", flags, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)  # closing releases the flock
+
+    def _held(self, conversation: str) -> _Lines:
+        with self._guard:
+            held = self._cache.get(conversation)
+            if held is None:
+                held = self._cache[conversation] = _Lines()
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+            else:
+                self._cache.move_to_end(conversation)
+            return held
+
+    def _load(self, conversation: str, *, repair: bool = False) -> _Lines:
+        """Bring this process's view of the file up to date, reading only new bytes.
+
+        With `repair` (only under the lock, where no live writer can be mid-line), a fragment with
+        no newline is a torn line from a writer that died: it is terminated, so it becomes one
+        unreadable record, as functai counts it, instead of swallowing the next record written.
+        """
+        held = self._held(conversation)
+        path = self._dir / f"{conversation}.jsonl"
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            held.lines, held.offset, held.inode, held.fragment = [], 0, -1, False
+            return held
+        try:
+            stat = os.fstat(fd)
+            if stat.st_ino != held.inode or stat.st_size < held.offset:
+                held.lines, held.offset, held.inode = [], 0, stat.st_ino  # replaced or shrunk: read it all
+            data = _read_from(fd, held.offset)
+        finally:
+            os.close(fd)
+        end = data.rfind(b"\n") + 1
+        held.lines.extend(line for line in data[:end].split(b"\n") if line.strip())
+        held.offset += end
+        held.fragment = end < len(data)
+        if repair and held.fragment:
+            self._terminate(conversation, held, data[end:])
+        return held
+
+    def _terminate(self, conversation: str, held: _Lines, fragment: bytes) -> None:
+        log.warning(
+            "store.torn_line_repaired",
+            conversation=conversation,
+            position=len(held.lines) + 1,
+            fragment_bytes=len(fragment),
+        )
+        self._write(conversation, b"\n")
+        if fragment.strip():
+            held.lines.append(fragment)
+        held.offset += len(fragment) + 1
+        held.fragment = False
+
+    def _encode(self, record: dict[str, Any], seq: int) -> bytes:
+        try:
+            return (dumps(with_seq(record, seq)) + "\n").encode("utf-8")
+        except (ValueError, TypeError) as err:
+            raise ThreadlineError(
+                ErrorCode.RECORD_INVALID,
+                f"a record of the batch cannot be written as JSON ({err}); nothing was written",
+            ) from None
+
+    def _write(self, conversation: str, data: bytes) -> int:
+        """Write `data` with one O_APPEND write (repeated only on a short write), fsync; return the
+        file's size before it."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+        fd = os.open(self._dir / f"{conversation}.jsonl", flags, 0o600)
+        try:
+            before = os.fstat(fd).st_size
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+            return before
+        finally:
+            os.close(fd)
+
+
+def _read_from(fd: int, offset: int) -> bytes:
+    chunks = []
+    while True:
+        chunk = os.pread(fd, 1 << 20, offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)

@@ -1,0 +1,188 @@
+"""A conversation's records applied in order: turns, their states, the head (format-1.md 4.1-4.2).
+
+Pure and incremental: `Log.apply` takes the records read since the last call, so a reader that
+follows a long conversation pays only for what is new. Time is always passed in (`now`, seconds
+since the epoch), never read here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .records import FORMAT, Record, parse_time
+
+TurnStateName = Literal["done", "failed", "stopped", "abandoned", "running", "waiting", "interrupted"]
+ENDED_STATES = frozenset({"done", "failed", "stopped", "abandoned"})
+
+
+def _approval_key(a: Mapping[str, Any]) -> tuple[Any, int, str]:
+    """Which question an approval answers: the asking call's site, the invocation, the plugin."""
+    return (a.get("site"), int(a.get("invocation") or 0), a.get("plugin") or "approval")
+
+
+@dataclass(slots=True)
+class Turn:
+    """What the records say of one turn."""
+
+    record: Record
+    ended: Record | None = None
+    lease: Record | None = None
+    waiting: Record | None = None
+    stops: int = 0
+    attempt: int = 1
+    answers: list[Record] = field(default_factory=list)
+    tools: list[Record] = field(default_factory=list)
+    replies: list[Record] = field(default_factory=list)
+    calls: list[Record] = field(default_factory=list)
+    children: list[str] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        """The turn's id."""
+        return str(self.record["turn"])
+
+    @property
+    def parent(self) -> str | None:
+        """The id of the turn it continues, or None."""
+        parent = self.record.get("parent")
+        return parent if isinstance(parent, str) else None
+
+    @property
+    def inputs(self) -> dict[str, Any]:
+        """The inputs the turn was sent with."""
+        return dict(self.record.get("inputs") or {})
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        """The outputs of its `ended` record (empty unless it ended with some)."""
+        return dict((self.ended or {}).get("outputs") or {})
+
+    @property
+    def saw(self) -> list[Record]:
+        """Its saw entries: from its `ended` record, else its `turn` record, else none."""
+        return list((self.ended or {}).get("saw") or self.record.get("saw") or [])
+
+    def state(self, now: float) -> TurnStateName:
+        """How it ended, or `waiting`, `running` (a live lease, `until >= now`) or `interrupted`."""
+        if self.ended is not None:
+            return self.ended.get("state", "failed")  # type: ignore[no-any-return]
+        lease_seq = int(self.lease.get("seq") or 0) if self.lease else 0
+        if self.waiting is not None and int(self.waiting.get("seq") or 0) > lease_seq:
+            return "waiting"
+        until = parse_time(self.lease.get("until")) if self.lease else 0.0
+        return "running" if until >= now else "interrupted"
+
+    def unanswered(self) -> list[Record]:
+        """The approvals its last `waiting` record asks for that no later `approval` answers."""
+        if self.waiting is None:
+            return []
+        after = int(self.waiting.get("seq") or 0)
+        answered = {_approval_key(a) for a in self.answers if int(a.get("seq") or 0) > after}
+        asked = self.waiting.get("approvals") or []
+        return [a for a in asked if isinstance(a, dict) and _approval_key(a) not in answered]
+
+    def unfinished(self) -> list[Record]:
+        """Tools that started and have no result recorded: they may have run."""
+        started: dict[tuple[Any, Any], Record] = {}
+        for tool in self.tools:
+            key = (tool.get("site"), tool.get("invocation"))
+            if tool.get("state") == "started":
+                started[key] = tool
+            elif tool.get("state") in ("done", "given", "rerun"):
+                started.pop(key, None)
+        return list(started.values())
+
+
+_PER_TURN = {"approval": "answers", "tool": "tools", "reply": "replies", "call": "calls"}
+
+
+class Log:
+    """The state of one conversation after applying its records in file order."""
+
+    def __init__(self, records: Iterable[Record] = ()) -> None:
+        self.n = 0
+        self.turns: dict[str, Turn] = {}
+        self.order: list[str] = []
+        self.head: str | None = None
+        self.request_ids: dict[str, str] = {}
+        self.programs: dict[str, Record] = {}
+        self.entries: list[Record] = []
+        self.apply(records)
+
+    def apply(self, records: Iterable[Record]) -> None:
+        """Apply `records` (those after position `n`), skipping unknown formats, kinds and keys."""
+        for record in records:
+            seq = record.get("seq")
+            self.n = max(self.n, seq if isinstance(seq, int) and seq > 0 else self.n + 1)
+            if record.get("functai_conversation") == FORMAT:
+                self._apply_one(record)
+
+    def _apply_one(self, record: Record) -> None:
+        kind = record.get("kind")
+        if kind == "program":
+            self.programs.setdefault(record.get("version"), record)  # type: ignore[arg-type]
+            return
+        if kind == "entry":
+            self.entries.append(record)
+            return
+        tid = record.get("turn")
+        if not isinstance(tid, str):
+            return
+        if kind == "turn":
+            self._add_turn(tid, record)
+            return
+        turn = self.turns.get(tid)
+        if turn is None:
+            return  # about a turn not (yet) recorded: ignored, as functai does
+        if kind == "head":
+            self.head = tid
+        elif kind == "ended":
+            turn.ended = turn.ended or record
+        elif kind == "lease":
+            turn.lease = record
+            turn.attempt = max(turn.attempt, int(record.get("attempt") or 1))
+        elif kind == "waiting":
+            turn.waiting = record
+        elif kind == "stop":
+            turn.stops += 1
+        elif kind in _PER_TURN:
+            getattr(turn, _PER_TURN[kind]).append(record)
+
+    def _add_turn(self, tid: str, record: Record) -> None:
+        if tid in self.turns:
+            return
+        self.turns[tid] = Turn(record)
+        self.order.append(tid)
+        parent = record.get("parent")
+        if isinstance(parent, str) and parent in self.turns:
+            self.turns[parent].children.append(tid)
+        request_id = record.get("request_id")
+        if isinstance(request_id, str) and request_id:
+            self.request_ids.setdefault(request_id, tid)
+        self.head = tid
+
+    def branch(self, turn: str | None) -> list[Turn]:
+        """The turns from the root to `turn`, in order (an unknown parent ends the walk)."""
+        out: list[Turn] = []
+        seen: set[str] = set()
+        while turn is not None and turn in self.turns and turn not in seen:
+            seen.add(turn)
+            out.append(self.turns[turn])
+            turn = self.turns[turn].parent
+        return out[::-1]
+
+    def nearest_done(self, turn: str | None, now: float) -> str | None:
+        """`turn` if it ended `done`, else its nearest ancestor that did: only those are parents."""
+        seen: set[str] = set()
+        while turn is not None and turn in self.turns and turn not in seen:
+            seen.add(turn)
+            if self.turns[turn].state(now) == "done":
+                return turn
+            turn = self.turns[turn].parent
+        return None
+
+    def states(self, now: float) -> dict[str, TurnStateName]:
+        """Every turn's state at `now`, in the order they were sent."""
+        return {tid: self.turns[tid].state(now) for tid in self.order}

@@ -1,0 +1,60 @@
+"""A record log in process memory, for tests and short-lived work."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from core.errors import ErrorCode, ThreadlineError
+
+from .base import check_id, check_records
+from .records import dumps, with_seq
+
+
+class MemoryStore:
+    """Conversations held in this process, with the same numbering and `expect` rule as `FolderStore`."""
+
+    persistent = False
+
+    def __init__(self) -> None:
+        self._records: dict[str, list[dict[str, Any]]] = {}
+        self._changed = threading.Condition()
+
+    def append(self, conversation: str, records: Sequence[dict[str, Any]], *, expect: int | None = None) -> int:
+        """Append `records` all or nothing; return the new count."""
+        check_id(conversation)
+        batch = check_records(records)
+        for record in batch:
+            dumps(record)  # refuse what a folder store could not write, before anything changes
+        with self._changed:
+            log = self._records.setdefault(conversation, [])
+            if expect is not None and expect != len(log):
+                raise ThreadlineError(
+                    ErrorCode.STORE_CONFLICT,
+                    f"conversation {conversation} holds {len(log)} records, not {expect}: read again and retry",
+                    expected=expect,
+                    found=len(log),
+                )
+            for record in batch:
+                log.append(with_seq(copy.deepcopy(record), len(log) + 1))
+            self._changed.notify_all()
+            return len(log)
+
+    def read(self, conversation: str, after: int = 0) -> list[dict[str, Any]]:
+        """Return copies of the records after position `after`."""
+        check_id(conversation)
+        with self._changed:
+            return copy.deepcopy(self._records.get(conversation, [])[max(after, 0) :])
+
+    def wait(self, conversation: str, after: int, timeout: float) -> bool:
+        """Block until more than `after` records are held or `timeout` seconds pass."""
+        check_id(conversation)
+        with self._changed:
+            return self._changed.wait_for(lambda: len(self._records.get(conversation, [])) > after, timeout)
+
+    def conversations(self) -> list[str]:
+        """Return the ids of the conversations that hold records, sorted."""
+        with self._changed:
+            return sorted(c for c, log in self._records.items() if log)

@@ -1,0 +1,191 @@
+"""Building records exactly as functai 1.2.0 writes them: ids, times, key order, line bytes.
+
+Key order matters only for byte-identical output (format-1.md 1.5, 2.2); readers ignore it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+FORMAT = 1
+LEASE_SECONDS = 30.0
+"""How long a `lease` record keeps a turn `running` for every reader."""
+LEASE_RENEW_SECONDS = 10.0
+STOP_POLL_SECONDS = 0.25
+
+Record = dict[str, Any]
+
+
+def iso(t: float | None = None) -> str:
+    """RFC 3339 UTC with six fraction digits and `Z` (sorts as text)."""
+    moment = datetime.fromtimestamp(time.time() if t is None else t, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(text: object) -> float:
+    """Seconds since the epoch for `text`, or 0.0 when it does not parse (a lease that reads as over)."""
+    if not isinstance(text, str):
+        return 0.0
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return 0.0
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+class _UUID7:
+    """UUIDv7 ids, monotonic within a process (RFC 9562 method 1, as functai mints them)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ms = -1
+        self._counter = 0
+
+    def __call__(self) -> str:
+        with self._lock:
+            ms = time.time_ns() // 1_000_000
+            if ms > self._ms:
+                self._ms, self._counter = ms, secrets.randbelow(2048)
+            else:
+                self._counter += 1
+                if self._counter > 0xFFF:
+                    self._ms, self._counter = self._ms + 1, 0
+            ms, counter = self._ms, self._counter
+        value = (ms & ((1 << 48) - 1)) << 80
+        value |= 0x7 << 76 | counter << 64 | 0b10 << 62 | secrets.randbits(62)
+        h = f"{value:032x}"
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+uuid7 = _UUID7()
+
+
+_holder: list[str] = []
+
+
+def holder() -> str:
+    """`<hostname>:<pid>:<6 hex>`: who holds a lease; made again in a forked child."""
+    if not _holder:
+        _holder.append(f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}")
+    return _holder[0]
+
+
+os.register_at_fork(after_in_child=_holder.clear)
+
+
+def dumps(record: Mapping[str, Any]) -> str:
+    """One record as functai writes a line (without the newline)."""
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str, allow_nan=False)
+
+
+def with_seq(record: Mapping[str, Any], seq: int) -> Record:
+    """`record` numbered: an existing `seq` keeps its place, otherwise it comes last."""
+    out = dict(record)
+    out["seq"] = seq
+    return out
+
+
+def _base(kind: str, turn: str, at: str | None) -> Record:
+    return {"functai_conversation": FORMAT, "kind": kind, "at": at or iso(), "turn": turn}
+
+
+def turn_record(
+    turn: str,
+    *,
+    parent: str | None,
+    program: str,
+    inputs: Mapping[str, Any],
+    request_id: str | None = None,
+    settings: Mapping[str, Any] | None = None,
+    context: Mapping[str, Any] | None = None,
+    at: str | None = None,
+) -> Record:
+    """A `turn` record: a turn is sent (written with its first `lease`)."""
+    out = _base("turn", turn, at)
+    out.update(parent=parent, program=program, inputs=dict(inputs))
+    if request_id:
+        out["request_id"] = request_id
+    if settings:
+        out["settings"] = dict(settings)
+    if context is not None:
+        out["context"] = dict(context)
+    return out
+
+
+def lease_record(turn: str, *, attempt: int, now: float | None = None, owner: str | None = None) -> Record:
+    """A `lease`: the turn is `running` for every reader until now + 30 s."""
+    t = time.time() if now is None else now
+    out = _base("lease", turn, iso(t))
+    out.update(holder=owner or holder(), until=iso(t + LEASE_SECONDS), attempt=attempt)
+    return out
+
+
+def ended_record(
+    turn: str,
+    *,
+    attempt: int,
+    state: str,
+    saw: list[Record] | None = None,
+    seconds: float = 0.0,
+    usage: Mapping[str, int] | None = None,
+    outputs: Mapping[str, Any] | None = None,
+    value: Any = None,
+    lmcc: Mapping[str, Any] | None = None,
+    model: str | None = None,
+    error: Mapping[str, Any] | None = None,
+    at: str | None = None,
+) -> Record:
+    """An `ended` record in functai's key order: done (outputs, value, lmcc, model) or not (error)."""
+    out: Record = {"functai_conversation": FORMAT, "at": at or iso(), "turn": turn, "attempt": attempt}
+    out.update(kind="ended", saw=list(saw or []), seconds=round(seconds, 6), usage=dict(usage or {}))
+    out["state"] = state
+    if state == "done":
+        out.update(outputs=dict(outputs or {}), value=value)
+        if lmcc is not None:
+            out["lmcc"] = dict(lmcc)
+        out["model"] = model
+    else:
+        out["error"] = dict(error or {"type": "Error"})
+    return out
+
+
+def stopped_record(turn: str, *, attempt: int, saw: list[Record] | None = None, seconds: float = 0.0) -> Record:
+    """The `ended` record of a cancelled turn, with functai's `Cancelled` error."""
+    error = {"type": "Cancelled", "message": "the stream was closed"}
+    return ended_record(turn, attempt=attempt, state="stopped", saw=saw, seconds=seconds, error=error)
+
+
+def abandoned_record(turn: str, *, attempt: int, at: str | None = None) -> Record:
+    """What `abandon` writes for a waiting or interrupted turn that nothing runs."""
+    out = _base("ended", turn, at)
+    out.update(state="abandoned", attempt=attempt)
+    return out
+
+
+def stop_record(turn: str, *, at: str | None = None) -> Record:
+    """Someone asked a running turn to stop."""
+    return _base("stop", turn, at)
+
+
+def head_record(turn: str, *, at: str | None = None) -> Record:
+    """The conversation's head moves to `turn`."""
+    return _base("head", turn, at)
+
+
+def entry_record(plugin: str, entry: str, data: Any, *, turn: str | None = None, at: str | None = None) -> Record:
+    """A plugin's (or the host's) data; with `turn`, it belongs to the branches through that turn."""
+    out: Record = {"functai_conversation": FORMAT, "kind": "entry", "at": at or iso()}
+    out.update(plugin=plugin, entry=entry, data=data)
+    if turn is not None:
+        out["turn"] = turn
+    return out
