@@ -8,6 +8,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from core.errors import ErrorCode, ThreadlineError
 
+from .records import dumps, with_seq
+
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 
@@ -37,6 +39,21 @@ def check_records(records: Sequence[Any]) -> list[dict[str, Any]]:
                 f"record {i} of the batch is a {type(record).__name__}, not a JSON object; nothing was written",
             )
     return out
+
+
+def encode(record: dict[str, Any], seq: int) -> bytes:
+    """`record` numbered `seq`, as the line functai writes (newline included).
+
+    Raises:
+        ThreadlineError: `record-invalid` when it cannot be written as JSON (NaN, infinities).
+    """
+    try:
+        return (dumps(with_seq(record, seq)) + "\n").encode("utf-8")
+    except (ValueError, TypeError) as err:
+        raise ThreadlineError(
+            ErrorCode.RECORD_INVALID,
+            f"a record of the batch cannot be written as JSON ({err}); nothing was written",
+        ) from None
 
 
 @runtime_checkable

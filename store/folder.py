@@ -27,10 +27,10 @@ import structlog
 
 from core.errors import ErrorCode, ThreadlineError
 
-from .base import check_id, check_records
-from .records import dumps, with_seq
+from .base import check_id, check_records, encode
 
 log = structlog.get_logger(__name__)
+
 
 @dataclass(slots=True)
 class _Lines:
@@ -99,7 +99,7 @@ class FolderStore:
                 )
             if not batch:
                 return n
-            lines = [self._encode(record, n + i + 1) for i, record in enumerate(batch)]
+            lines = [encode(record, n + i + 1) for i, record in enumerate(batch)]
             written = self._write(conversation, b"".join(lines))
             # Under the lock the file ended at held.offset, so these lines are exactly what was added.
             if written == held.offset:
@@ -208,15 +208,6 @@ class FolderStore:
         held.offset += len(fragment) + 1
         held.fragment = False
 
-    def _encode(self, record: dict[str, Any], seq: int) -> bytes:
-        try:
-            return (dumps(with_seq(record, seq)) + "\n").encode("utf-8")
-        except (ValueError, TypeError) as err:
-            raise ThreadlineError(
-                ErrorCode.RECORD_INVALID,
-                f"a record of the batch cannot be written as JSON ({err}); nothing was written",
-            ) from None
-
     def _write(self, conversation: str, data: bytes) -> int:
         """Write `data` with one O_APPEND write (repeated only on a short write), fsync; return the
         file's size before it."""
@@ -234,7 +225,7 @@ class FolderStore:
 
 
 def _read_from(fd: int, offset: int) -> bytes:
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         chunk = os.pread(fd, 1 << 20, offset)
         if not chunk:

@@ -9,8 +9,8 @@ from typing import Any
 
 from core.errors import ErrorCode, ThreadlineError
 
-from .base import check_id, check_records
-from .records import dumps, with_seq
+from .base import check_id, check_records, encode
+from .records import with_seq
 
 
 class MemoryStore:
@@ -27,7 +27,7 @@ class MemoryStore:
         check_id(conversation)
         batch = check_records(records)
         for record in batch:
-            dumps(record)  # refuse what a folder store could not write, before anything changes
+            encode(record, 0)  # refuse what a folder store could not write, before anything changes
         with self._changed:
             log = self._records.setdefault(conversation, [])
             if expect is not None and expect != len(log):

@@ -239,7 +239,7 @@ def _entry(
 ) -> tuple[Record | None, dict[str, Any]]:
     """One shown turn's saw entry (None: not shown) and the exchange a prompt shows of it."""
     ended = t.ended or {}
-    program = log.programs.get(t.record.get("program")) or {}
+    program = log.programs.get(str(t.record.get("program"))) or {}
     whole = isinstance(ended.get("lmcc"), dict) and signature is not None and program.get("signature") == signature
     inputs = {k: v for k, v in t.inputs.items() if k not in gone}
     outputs = {k: v for k, v in t.outputs.items() if k not in gone}
