@@ -1,0 +1,54 @@
+"""Writers run as separate processes by the interop tests: `python -m tests.agents KIND FOLDER ID N NAME`.
+
+Each waits for `FOLDER/go` so that all of them append at the same time.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+
+def _wait_for_go(folder: Path) -> None:
+    while not (folder / "go").exists():
+        time.sleep(0.005)
+
+
+def run_functai(folder: Path, conversation: str, n: int, name: str) -> None:
+    from tests.functai_kit import offline, reply, tutor
+
+    with offline([reply(f"{name} answer {k}") for k in range(n)]):
+        chat = tutor.conversation(conversation, store=str(folder))
+        _wait_for_go(folder)
+        for k in range(n):
+            chat(f"{name} {k}")
+
+
+def run_threadline(folder: Path, conversation: str, n: int, name: str) -> None:
+    from store.folder import FolderStore
+    from store.program import TUTOR
+    from store.turns import Answer, TurnRequest
+    from store.writer import Writer
+
+    writer = Writer(FolderStore(folder), conversation, TUTOR)
+    _wait_for_go(folder)
+    for k in range(n):
+        text = f"{name} {k}"
+        writer.send(TurnRequest({"message": text}), lambda _shown, _inputs: Answer({"result": text}))  # noqa: B023
+
+
+def run_entries(folder: Path, conversation: str, n: int, name: str) -> None:
+    from store.folder import FolderStore
+    from store.records import entry_record
+
+    store = FolderStore(folder)
+    _wait_for_go(folder)
+    for k in range(n):
+        store.append(conversation, [entry_record("load", name, k) for _ in range(1 + k % 3)])
+
+
+if __name__ == "__main__":
+    kind, folder, conversation, count, label = sys.argv[1:6]
+    runner = {"functai": run_functai, "threadline": run_threadline, "entries": run_entries}[kind]
+    runner(Path(folder), conversation, int(count), label)
