@@ -1,0 +1,95 @@
+"""Settings from the environment, read once at the edges (CLI, worker, client), never in workflows."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import ErrorCode, ThreadlineError
+
+DEFAULT_ADDRESS = "127.0.0.1:7233"
+DEFAULT_TASK_QUEUE = "threadline"
+DEFAULT_IDLE_TIMEOUT_S = 24 * 3600.0
+
+
+def _stores(data: Path, spec: str) -> dict[str, Path]:
+    stores = {"default": data / "store"}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, sep, folder = item.partition("=")
+        if not sep or not name.strip() or not folder.strip():
+            raise ThreadlineError(
+                ErrorCode.INVALID_REQUEST,
+                f"THREADLINE_STORES item {item!r} is not name=folder; write e.g. THREADLINE_STORES=team=/srv/team",
+            )
+        stores[name.strip()] = Path(folder.strip()).expanduser().absolute()
+    return stores
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ThreadlineError(ErrorCode.INVALID_REQUEST, f"{name}={raw!r} is not a number of seconds") from None
+    if value < 0:
+        raise ThreadlineError(ErrorCode.INVALID_REQUEST, f"{name} must not be negative")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Where things are and how they behave; every field has an environment variable."""
+
+    data: Path = field(default_factory=lambda: Path(".threadline").absolute())
+    """`THREADLINE_DATA`: the data folder (default store, dev server database)."""
+    stores: dict[str, Path] = field(default_factory=dict)
+    """`THREADLINE_STORES=name=folder,...`: named stores; `default` is `$THREADLINE_DATA/store`."""
+    address: str = DEFAULT_ADDRESS
+    """`THREADLINE_TEMPORAL_ADDRESS`: the Temporal frontend."""
+    namespace: str = "default"
+    """`THREADLINE_NAMESPACE`."""
+    task_queue: str = DEFAULT_TASK_QUEUE
+    """`THREADLINE_TASK_QUEUE`: where conversations and their activities run."""
+    model: str = "offline"
+    """`THREADLINE_MODEL`: the model used when a conversation names none."""
+    offline_delay_s: float = 0.0
+    """`THREADLINE_OFFLINE_DELAY_S`: how long the offline model takes per reply (streamed in pieces)."""
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    """`THREADLINE_IDLE_TIMEOUT_S`: a conversation idle this long closes; the next turn reopens it."""
+    programs: tuple[str, ...] = ()
+    """`THREADLINE_PROGRAMS=module,...`: modules whose programs the worker registers."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read the settings from `env` (default: the process environment)."""
+        env = os.environ if env is None else env
+        data = Path(env.get("THREADLINE_DATA") or ".threadline").expanduser().absolute()
+        return cls(
+            data=data,
+            stores=_stores(data, env.get("THREADLINE_STORES", "")),
+            address=env.get("THREADLINE_TEMPORAL_ADDRESS") or DEFAULT_ADDRESS,
+            namespace=env.get("THREADLINE_NAMESPACE") or "default",
+            task_queue=env.get("THREADLINE_TASK_QUEUE") or DEFAULT_TASK_QUEUE,
+            model=env.get("THREADLINE_MODEL") or "offline",
+            offline_delay_s=_float(env, "THREADLINE_OFFLINE_DELAY_S", 0.0),
+            idle_timeout_s=_float(env, "THREADLINE_IDLE_TIMEOUT_S", DEFAULT_IDLE_TIMEOUT_S),
+            programs=tuple(p.strip() for p in env.get("THREADLINE_PROGRAMS", "").split(",") if p.strip()),
+        )
+
+    def store_folder(self, name: str) -> Path:
+        """The folder of the store named `name`.
+
+        Raises:
+            ThreadlineError: `store-unknown` for a name no setting gives.
+        """
+        stores = self.stores or {"default": self.data / "store"}
+        if name not in stores:
+            known = ", ".join(sorted(stores))
+            raise ThreadlineError(
+                ErrorCode.STORE_UNKNOWN, f"no store is named {name!r} (known: {known}); add it to THREADLINE_STORES"
+            )
+        return stores[name]
