@@ -15,14 +15,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from core.errors import ErrorCode, ThreadlineError
-from threadline.devserver import (
-    SEARCH_ATTRIBUTE_KEYS,
-    SEARCH_ATTRIBUTES,
-    TURNS_KEY,
-    DevServer,
-    find_temporal_binary,
-    free_port,
-)
+from threadline.devserver import SEARCH_ATTRIBUTES, DevServer, find_temporal_binary, free_port
+from workflows.attributes import SEARCH_ATTRIBUTE_KEYS, TURNS_KEY
 
 
 async def list_search_attributes(client: Client) -> dict[str, int]:

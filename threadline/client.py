@@ -1,0 +1,304 @@
+"""The Python API: conversations on Temporal, shaped like functai's conversation API.
+
+    tl = await threadline.connect()
+    chat = tl.conversation("tutor", id="alex")
+    print(await chat("Hi, I'm Alex."))
+    turn = await chat.send("What is 1/2 + 1/3?")   # placed: its id is known before the answer
+    print((await turn.result()).result)
+
+Sends are `turn` signals with signal-with-start (durable even while no worker runs); answers
+come back through the `wait` update. Reading turns reads the store's record log directly, so
+nothing of the transcript passes through Temporal.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
+
+from core.errors import ErrorCode, ThreadlineError, is_code
+from core.models import (
+    Begun,
+    ContextRule,
+    ConversationConfig,
+    ConversationInput,
+    Sends,
+    StopSend,
+    TurnOutcome,
+    TurnSend,
+)
+from core.settings import Settings
+from store.base import check_id
+from store.folder import FolderStore
+from store.log import Log
+from store.records import uuid7
+from store.rules import View, view_head
+from workflows.attributes import CONVERSATION_KEY, PROGRAM_KEY, SEARCH_ATTRIBUTE_KEYS, STORE_KEY
+from workflows.conversation import ConversationWorkflow
+
+from .turns import Turn, to_turn
+
+MAX_INPUT_BYTES = 1 << 20
+"""The largest inputs one send may carry (JSON bytes); larger ones are refused before anything is sent."""
+
+
+def workflow_id(store: str, conversation: str) -> str:
+    """`conversation/<store>/<id>`: one workflow per conversation."""
+    return f"conversation/{store}/{conversation}"
+
+
+def from_failure(err: BaseException) -> ThreadlineError:
+    """The `ThreadlineError` behind a failed update (or an RPC error), code intact."""
+    cause = err.cause if isinstance(err, WorkflowUpdateFailedError) else err
+    if isinstance(cause, ApplicationError) and is_code(cause.type):
+        return ThreadlineError(str(cause.type), cause.message)
+    if isinstance(err, RPCError):
+        return ThreadlineError(ErrorCode.SERVER_UNAVAILABLE, f"Temporal did not answer: {err}", retryable=True)
+    return ThreadlineError(ErrorCode.INTERNAL, f"{type(cause).__name__}: {cause}")
+
+
+async def connect(settings: Settings | None = None, *, client: Client | None = None) -> Threadline:
+    """Connect to Temporal (`THREADLINE_TEMPORAL_ADDRESS`) and return the entry point of the API."""
+    from worker import connect as connect_client
+
+    settings = settings or Settings.from_env()
+    client = client or await connect_client(settings)
+    return Threadline(client, settings, search_attributes=await _registered(client, settings.namespace))
+
+
+async def _registered(client: Client, namespace: str) -> bool:
+    from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+
+    try:
+        found = await client.operator_service.list_search_attributes(ListSearchAttributesRequest(namespace=namespace))
+    except RPCError:
+        return False
+    return all(key.name in found.custom_attributes for key in SEARCH_ATTRIBUTE_KEYS)
+
+
+class Threadline:
+    """A connection to Threadline: makes conversation handles."""
+
+    def __init__(self, client: Client, settings: Settings, *, search_attributes: bool = False) -> None:
+        self.client = client
+        self.settings = settings
+        self.search_attributes = search_attributes
+
+    def conversation(
+        self,
+        program: str = "tutor",
+        id: str | None = None,
+        *,
+        store: str = "default",
+        sends: Sends = "queue",
+        context: ContextRule | Mapping[str, Any] | None = None,
+        lm: str | None = None,
+        idle_timeout_s: float | None = None,
+    ) -> Conversation:
+        """A handle on conversation `id` (a new UUIDv7 id when None) made with `program`."""
+        self.settings.store_folder(store)
+        rule = context if isinstance(context, ContextRule) else ContextRule.model_validate(context or {})
+        config = ConversationConfig(
+            store=store,
+            conversation=check_id(id or uuid7()),
+            program=program,
+            sends=sends,
+            context=rule,
+            lm=lm,
+            idle_timeout_s=self.settings.idle_timeout_s if idle_timeout_s is None else idle_timeout_s,
+            search_attributes=self.search_attributes,
+        )
+        return Conversation(self, config)
+
+
+@dataclass(slots=True)
+class TurnHandle:
+    """A placed turn: its id and parent are known; `result()` waits for how it ends."""
+
+    id: str | None
+    parent: str | None
+    request_id: str
+    conversation: Conversation
+
+    async def result(self) -> Turn:
+        """Wait for the turn to end; return it as the log holds it.
+
+        Raises:
+            ThreadlineError: the coded error when the send was refused.
+        """
+        outcome = await self.conversation.outcome(self.request_id)
+        if outcome.turn is None:
+            return Turn(id="", parent=None, state=outcome.state, inputs={}, request_id=self.request_id)
+        return await self.conversation.turn(outcome.turn)
+
+
+class Conversation:
+    """One conversation: send turns, read them, stop them, branch, move the head."""
+
+    def __init__(self, tl: Threadline, config: ConversationConfig, view: View | None = None) -> None:
+        self.tl = tl
+        self.config = config
+        self.view = view or View()
+
+    @property
+    def id(self) -> str:
+        """The conversation id."""
+        return self.config.conversation
+
+    @property
+    def handle(self) -> WorkflowHandle[Any, Any]:
+        """The conversation's workflow."""
+        return self.tl.client.get_workflow_handle(workflow_id(self.config.store, self.id))
+
+    async def __call__(self, *args: Any, request_id: str | None = None, **inputs: Any) -> Any:
+        """Send a turn and return its answer (`result`)."""
+        turn = await self.predict(*args, request_id=request_id, **inputs)
+        return turn.result
+
+    async def predict(self, *args: Any, request_id: str | None = None, **inputs: Any) -> Turn:
+        """Send a turn and return it once it ended.
+
+        Raises:
+            ThreadlineError: when it was refused, or ended other than `done` (`turn-state`).
+        """
+        turn = await (await self.send(*args, request_id=request_id, **inputs)).result()
+        if turn.state != "done":
+            code = (turn.error or {}).get("code") or ErrorCode.TURN_STATE
+            raise ThreadlineError(code, f"turn {turn.id} ended {turn.state}", turn=turn.id)
+        return turn
+
+    async def send(self, *args: Any, request_id: str | None = None, lm: str | None = None, **inputs: Any) -> TurnHandle:
+        """Send a turn; return as soon as it is placed (its id known before the model answers)."""
+        send = self._send(self._inputs(args, inputs), request_id=request_id, lm=lm)
+        await self.signal(send)
+        try:
+            placed: Begun = await self.handle.execute_update("begun", send.request_id, result_type=Begun)
+        except (WorkflowUpdateFailedError, RPCError) as err:
+            raise from_failure(err) from None
+        if placed.turn is not None and self.view.pinned != placed.turn:
+            self.view = View(pinned=placed.turn)  # a view that sent follows its own branch
+        return TurnHandle(placed.turn, placed.parent, send.request_id, self)
+
+    async def signal(self, send: TurnSend) -> None:
+        """Deliver `send` with signal-with-start (the conversation reopens if it had closed)."""
+        config = self.config
+        try:
+            await self.tl.client.start_workflow(
+                ConversationWorkflow.run,
+                ConversationInput(config=config),
+                id=workflow_id(config.store, config.conversation),
+                task_queue=self.tl.settings.task_queue,
+                start_signal="turn",
+                start_signal_args=[send],
+                static_summary=f"{config.program} conversation {config.conversation} (store {config.store})",
+                search_attributes=self._attributes(),
+            )
+        except RPCError as err:
+            raise from_failure(err) from None
+
+    async def outcome(self, request_id: str) -> TurnOutcome:
+        """Wait for how the send `request_id` ended."""
+        try:
+            outcome: TurnOutcome = await self.handle.execute_update("wait", request_id, result_type=TurnOutcome)
+        except (WorkflowUpdateFailedError, RPCError) as err:
+            raise from_failure(err) from None
+        return outcome
+
+    def _attributes(self) -> TypedSearchAttributes | None:
+        if not self.tl.search_attributes:
+            return None
+        pairs = [
+            SearchAttributePair(CONVERSATION_KEY, self.id),
+            SearchAttributePair(STORE_KEY, self.config.store),
+            SearchAttributePair(PROGRAM_KEY, self.config.program),
+        ]
+        return TypedSearchAttributes(pairs)
+
+    def _send(self, inputs: dict[str, Any], *, request_id: str | None, lm: str | None) -> TurnSend:
+        pinned = self.view.pinned
+        return TurnSend(
+            request_id=request_id or uuid7(),
+            inputs=inputs,
+            program=self.config.program,
+            continue_from=pinned if self.view.exact else None,
+            follow=None if self.view.exact else pinned,
+            lm=lm,
+        )
+
+    def _inputs(self, args: tuple[Any, ...], inputs: dict[str, Any]) -> dict[str, Any]:
+        if args:
+            from worker import load_programs
+
+            program = load_programs(self.tl.settings.programs).get(self.config.program)
+            if program is None:
+                raise ThreadlineError(
+                    ErrorCode.INPUTS_INVALID, f"name the inputs of {self.config.program!r}: it is not known here"
+                )
+            names = [name for name, _ in program.inputs]
+            if len(args) > len(names):
+                raise ThreadlineError(ErrorCode.INPUTS_INVALID, f"{program.name} takes {len(names)} input(s)")
+            inputs = {**dict(zip(names, args, strict=False)), **inputs}
+        size = len(json.dumps(inputs, ensure_ascii=False, default=str).encode())
+        if size > MAX_INPUT_BYTES:
+            raise ThreadlineError(
+                ErrorCode.INPUT_TOO_LARGE, f"the inputs are {size} bytes; at most {MAX_INPUT_BYTES} are accepted"
+            )
+        return inputs
+
+    # ----- reading
+
+    def _log(self) -> Log:
+        folder = self.tl.settings.store_folder(self.config.store)
+        return Log(FolderStore(folder).read(self.id))
+
+    async def turns(self, all: bool = False) -> list[Turn]:
+        """The turns from the first to this view's head (`all`: every turn of every branch)."""
+        log, now = self._log(), time.time()
+        ids = log.order if all else [t.id for t in log.branch(view_head(log, self.view))]
+        return [to_turn(log, log.turns[tid], now) for tid in ids]
+
+    async def turn(self, turn: str) -> Turn:
+        """One turn by id (`turn-unknown` if the log has none)."""
+        log = self._log()
+        if turn not in log.turns:
+            raise ThreadlineError(ErrorCode.TURN_UNKNOWN, f"turn {turn} is not in conversation {self.id}")
+        return to_turn(log, log.turns[turn], time.time())
+
+    # ----- acting
+
+    async def stop(self, turn: str | None = None) -> None:
+        """Stop `turn`, or (None) every running and queued turn of this conversation."""
+        try:
+            await self.handle.signal("stop", StopSend(turn=turn))
+        except RPCError as err:
+            raise from_failure(err) from None
+
+    def continue_from(self, turn: str | Turn | None) -> Conversation:
+        """A handle whose next send continues after exactly `turn` (a branch when it is not the head)."""
+        tid = turn.id if isinstance(turn, Turn) else turn
+        return Conversation(self.tl, self.config, View(pinned=tid, exact=True))
+
+    async def head(self, turn: str | Turn) -> None:
+        """Move the conversation's head to `turn` (a `head` record every reader follows)."""
+        tid = turn.id if isinstance(turn, Turn) else turn
+        start = WithStartWorkflowOperation(
+            ConversationWorkflow.run,
+            ConversationInput(config=self.config),
+            id=workflow_id(self.config.store, self.id),
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            task_queue=self.tl.settings.task_queue,
+            search_attributes=self._attributes(),
+        )
+        try:
+            await self.tl.client.execute_update_with_start_workflow("head", tid, start_workflow_operation=start)
+        except (WorkflowUpdateFailedError, RPCError) as err:
+            raise from_failure(err) from None
+        self.view = View(pinned=tid, exact=True)

@@ -1,0 +1,128 @@
+"""The composition root: settings, logging, the Temporal client, stores, programs, providers, the Worker.
+
+Run it with `threadline worker` (or `python worker.py`). SIGTERM and SIGINT shut it down
+gracefully, so running turns are handed to another worker at once instead of after a heartbeat
+timeout, and its sticky queue is released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import signal
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+
+import structlog
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from activities.models import OfflineModel, Provider, Providers
+from activities.turns import TurnActivities
+from core import logs
+from core.errors import ErrorCode, ThreadlineError
+from core.settings import Settings
+from store.base import Store
+from store.folder import FolderStore
+from store.program import TUTOR, Program
+from workflows.conversation import ConversationWorkflow
+
+log = structlog.get_logger(__name__)
+
+STICKY_TIMEOUT = timedelta(seconds=2)
+"""How long a cached conversation's next task waits for this worker before any worker takes it."""
+HEARTBEAT_THROTTLE = timedelta(seconds=1)
+"""Heartbeats (and so stops and crash detection) get out at least this often."""
+
+
+def load_programs(modules: Iterable[str]) -> dict[str, Program]:
+    """The built-in programs plus every `Program` defined at the top level of `modules`."""
+    programs = {TUTOR.name: TUTOR}
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as err:
+            raise ThreadlineError(ErrorCode.PROGRAM_INVALID, f"cannot import program module {name!r}: {err}") from None
+        programs.update({p.name: p for p in vars(module).values() if isinstance(p, Program)})
+    return programs
+
+
+def default_providers(settings: Settings) -> dict[str, Provider]:
+    """The providers this worker can call: the offline model always."""
+    return {"offline": OfflineModel(delay=settings.offline_delay_s)}
+
+
+def build_worker(
+    client: Client,
+    settings: Settings,
+    *,
+    stores: Mapping[str, Store] | None = None,
+    providers: Mapping[str, Provider] | None = None,
+) -> Worker:
+    """A Worker running conversations and their activities on `settings.task_queue`."""
+    folders = settings.stores or {"default": settings.data / "store"}
+    activities = TurnActivities(
+        stores if stores is not None else {name: FolderStore(folder) for name, folder in folders.items()},
+        load_programs(settings.programs),
+        Providers(providers if providers is not None else default_providers(settings)),
+        default_model=settings.model,
+    )
+    return Worker(
+        client,
+        task_queue=settings.task_queue,
+        workflows=[ConversationWorkflow],
+        activities=[
+            activities.begin_turn,
+            activities.run_turn,
+            activities.follow_turn,
+            activities.stop_turn,
+            activities.move_head,
+            activities.end_turn,
+            activities.watch_log,
+        ],
+        max_concurrent_activities=200,
+        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
+        graceful_shutdown_timeout=timedelta(seconds=5),
+    )
+
+
+async def connect(settings: Settings) -> Client:
+    """A client of `settings.address` with the pydantic data converter every Threadline process shares."""
+    try:
+        return await Client.connect(
+            settings.address, namespace=settings.namespace, data_converter=pydantic_data_converter
+        )
+    except RuntimeError as err:
+        raise ThreadlineError(
+            ErrorCode.SERVER_UNAVAILABLE,
+            f"cannot reach Temporal at {settings.address} ({err}); start one with `threadline dev --server-only`",
+            retryable=True,
+        ) from None
+
+
+async def run(settings: Settings, *, client: Client | None = None, stop: asyncio.Event | None = None) -> None:
+    """Run a worker until `stop` is set or the process gets SIGTERM or SIGINT."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    worker = build_worker(client or await connect(settings), settings)
+    async with worker:
+        log.info("worker.started", task_queue=settings.task_queue, address=settings.address)
+        await stop.wait()
+        log.info("worker.stopping")
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.remove_signal_handler(sig)
+
+
+def main() -> None:
+    """Entry point: a worker for the server in THREADLINE_TEMPORAL_ADDRESS."""
+    logs.configure()
+    asyncio.run(run(Settings.from_env()))
+
+
+if __name__ == "__main__":
+    main()
