@@ -74,3 +74,20 @@ async def _worker(client: Client, settings: Settings) -> AsyncIterator[Worker]:
 @pytest_asyncio.fixture(name="tl")
 async def _tl(client: Client, settings: Settings) -> Threadline:
     return await connect(settings, client=client)
+
+
+@pytest.fixture(name="folder")
+def _folder(settings: Settings) -> Path:
+    """The default store's folder: where functai processes open the same conversations."""
+    return settings.store_folder("default")
+
+
+def slow(settings: Settings, delay: float) -> Settings:
+    """`settings` whose offline model takes `delay` seconds per reply."""
+    return dataclasses.replace(settings, offline_delay_s=delay)
+
+
+@pytest.fixture(name="cid")
+def _cid() -> str:
+    """A conversation id no other test uses (workflow ids are shared by every test on the server)."""
+    return f"c-{uuid.uuid4().hex[:16]}"

@@ -108,7 +108,7 @@ class Threadline:
         rule = context if isinstance(context, ContextRule) else ContextRule.model_validate(context or {})
         config = ConversationConfig(
             store=store,
-            conversation=check_id(id or uuid7()),
+            conversation=check_id(uuid7() if id is None else id),
             program=program,
             sends=sends,
             context=rule,
@@ -230,7 +230,10 @@ class Conversation:
             program=self.config.program,
             continue_from=pinned if self.view.exact else None,
             follow=None if self.view.exact else pinned,
-            lm=lm,
+            # The handle's choices travel with each send: the workflow may have been started by another.
+            sends=self.config.sends,
+            context=self.config.context,
+            lm=lm or self.config.lm,
         )
 
     def _inputs(self, args: tuple[Any, ...], inputs: dict[str, Any]) -> dict[str, Any]:

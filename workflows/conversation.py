@@ -39,7 +39,10 @@ with workflow.unsafe.imports_passed_through():
     from .attributes import STATE_KEY, TURNS_KEY
 
 STORE_TIMEOUT = timedelta(seconds=30)
-STORE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5))
+STORE_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5), maximum_attempts=10
+)
+"""Store activities retry a passing I/O failure for about half a minute, then the send fails `internal`."""
 MODEL_CALL_TIMEOUT = timedelta(minutes=10)
 """The longest a model call may take; longer than any provider timeout."""
 MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=3)
@@ -139,9 +142,10 @@ class ConversationWorkflow:
     async def run(self, input: ConversationInput) -> str:
         """Place sends in order, carry out stops, and close when idle (reopened by the next signal)."""
         while True:
-            idle = not (self.pending or self.stops or self.tasks)
-            timeout = timedelta(seconds=self.config.idle_timeout_s) if idle else None
+            if not self._idle():
+                await workflow.wait_condition(lambda: self._has_work() or self._idle())
             try:
+                timeout = timedelta(seconds=self.config.idle_timeout_s)
                 await workflow.wait_condition(self._has_work, timeout=timeout, timeout_summary="idle close")
             except TimeoutError:
                 if await self._drained():
@@ -154,6 +158,9 @@ class ConversationWorkflow:
                 await self._admit(self.pending[0])
             elif self._time_to_continue() and await self._drained():
                 workflow.continue_as_new(self._carried())
+
+    def _idle(self) -> bool:
+        return not (self.pending or self.stops or self.tasks)
 
     def _has_work(self) -> bool:
         return bool(self.stops) or (bool(self.pending) and self.blocked_on is None) or self._time_to_continue()

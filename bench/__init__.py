@@ -1,0 +1,1 @@
+"""Benchmarks: `python -m bench` runs every module's `main()`; `python -m bench.<module>` runs one."""
