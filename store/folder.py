@@ -87,25 +87,34 @@ class FolderStore:
         """
         check_id(conversation)
         batch = check_records(records)
+        path = self._dir / f"{conversation}.jsonl"
         with self._locked(conversation):
-            held = self._load(conversation, repair=True)
-            n = len(held.lines)
-            if expect is not None and expect != n:
-                raise ThreadlineError(
-                    ErrorCode.STORE_CONFLICT,
-                    f"conversation {conversation} holds {n} records, not {expect}: read again and retry",
-                    expected=expect,
-                    found=n,
-                )
-            if not batch:
-                return n
-            lines = [encode(record, n + i + 1) for i, record in enumerate(batch)]
-            written = self._write(conversation, b"".join(lines))
-            # Under the lock the file ended at held.offset, so these lines are exactly what was added.
-            if written == held.offset:
+            # One descriptor for the whole step: read what is new, repair, check, write, fsync.
+            fd = _open(path, os.O_RDWR | os.O_APPEND)
+            try:
+                held = self._sync(conversation, fd, repair=True)
+                n = len(held.lines)
+                if expect is not None and expect != n:
+                    raise ThreadlineError(
+                        ErrorCode.STORE_CONFLICT,
+                        f"conversation {conversation} holds {n} records, not {expect}: read again and retry",
+                        expected=expect,
+                        found=n,
+                    )
+                if not batch:
+                    return n
+                lines = [encode(record, n + i + 1) for i, record in enumerate(batch)]
+                if fd is None:
+                    fd = _open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+                    assert fd is not None
+                _write_all(fd, b"".join(lines))
+                # Under the lock the file ended at held.offset, so these lines are exactly what was added.
                 held.lines.extend(line[:-1] for line in lines)
                 held.offset += sum(len(line) for line in lines)
-            return n + len(batch)
+                return n + len(batch)
+            finally:
+                if fd is not None:
+                    os.close(fd)
 
     def read(self, conversation: str, after: int = 0) -> list[dict[str, Any]]:
         """Return the records after position `after` (fresh objects), without taking the lock."""
@@ -166,62 +175,64 @@ class FolderStore:
                 self._cache.move_to_end(conversation)
             return held
 
-    def _load(self, conversation: str, *, repair: bool = False) -> _Lines:
-        """Bring this process's view of the file up to date, reading only new bytes.
+    def _load(self, conversation: str) -> _Lines:
+        """Bring this process's view of the file up to date, reading only new bytes (no lock)."""
+        fd = _open(self._dir / f"{conversation}.jsonl", os.O_RDONLY)
+        try:
+            return self._sync(conversation, fd, repair=False)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def _sync(self, conversation: str, fd: int | None, *, repair: bool) -> _Lines:
+        """Consume the complete lines appended since the last read of `fd`'s file.
 
         With `repair` (only under the lock, where no live writer can be mid-line), a fragment with
         no newline is a torn line from a writer that died: it is terminated, so it becomes one
         unreadable record, as functai counts it, instead of swallowing the next record written.
         """
         held = self._held(conversation)
-        path = self._dir / f"{conversation}.jsonl"
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
+        if fd is None:
             held.lines, held.offset, held.inode, held.fragment = [], 0, -1, False
             return held
-        try:
-            stat = os.fstat(fd)
-            if stat.st_ino != held.inode or stat.st_size < held.offset:
-                held.lines, held.offset, held.inode = [], 0, stat.st_ino  # replaced or shrunk: read it all
-            data = _read_from(fd, held.offset)
-        finally:
-            os.close(fd)
+        stat = os.fstat(fd)
+        if stat.st_ino != held.inode or stat.st_size < held.offset:
+            held.lines, held.offset, held.inode = [], 0, stat.st_ino  # replaced or shrunk: read it all
+        data = _read_from(fd, held.offset) if stat.st_size > held.offset else b""
         end = data.rfind(b"\n") + 1
         held.lines.extend(line for line in data[:end].split(b"\n") if line.strip())
         held.offset += end
         held.fragment = end < len(data)
         if repair and held.fragment:
-            self._terminate(conversation, held, data[end:])
+            fragment = data[end:]
+            log.warning(
+                "store.torn_line_repaired",
+                conversation=conversation,
+                position=len(held.lines) + 1,
+                fragment_bytes=len(fragment),
+            )
+            _write_all(fd, b"\n")
+            if fragment.strip():
+                held.lines.append(fragment)
+            held.offset += len(fragment) + 1
+            held.fragment = False
         return held
 
-    def _terminate(self, conversation: str, held: _Lines, fragment: bytes) -> None:
-        log.warning(
-            "store.torn_line_repaired",
-            conversation=conversation,
-            position=len(held.lines) + 1,
-            fragment_bytes=len(fragment),
-        )
-        self._write(conversation, b"\n")
-        if fragment.strip():
-            held.lines.append(fragment)
-        held.offset += len(fragment) + 1
-        held.fragment = False
 
-    def _write(self, conversation: str, data: bytes) -> int:
-        """Write `data` with one O_APPEND write (repeated only on a short write), fsync; return the
-        file's size before it."""
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
-        fd = os.open(self._dir / f"{conversation}.jsonl", flags, 0o600)
-        try:
-            before = os.fstat(fd).st_size
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-            return before
-        finally:
-            os.close(fd)
+def _open(path: Path, flags: int) -> int | None:
+    """`os.open` with close-on-exec and mode 0600, or None when the file does not exist (and no O_CREAT)."""
+    try:
+        return os.open(path, flags | os.O_CLOEXEC, 0o600)
+    except FileNotFoundError:
+        return None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """One write of `data` to an O_APPEND descriptor (repeated only on a short write), then fsync."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.fsync(fd)
 
 
 def _read_from(fd: int, offset: int) -> bytes:

@@ -326,7 +326,7 @@ class Program:
         """Return the `fields` of the `program` record."""
         return [f.as_record() for f in self._fields]
 
-    @property
+    @cached_property
     def signature(self) -> str:
         """The type-name-free signature fingerprint (format-1.md 3.2): functai's for the same fields."""
         return hash_json([{**f.as_record(), "type": ""} for f in self._fields])
@@ -336,7 +336,7 @@ class Program:
         """The name of the answer: the last output."""
         return self.outputs[-1][0]
 
-    @property
+    @cached_property
     def version(self) -> str:
         """Threadline's own key for this program; it never tries to equal functai's."""
         return hash_json(
