@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: test check lint typecheck fmt conformance bench dev clean
+.PHONY: run test check lint typecheck fmt conformance bench dev clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,9 @@ conformance: $(BIN)/.installed
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m bench
+
+run: $(BIN)/.installed
+	$(BIN)/threadline dev --demo
 
 dev: $(BIN)/.installed
 	$(BIN)/threadline dev

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError, ApplicationErrorCategory, CancelledError
 
 from core.errors import ThreadlineError, is_code
 from core.models import TurnError
@@ -13,7 +13,11 @@ from core.models import TurnError
 def to_failure(err: ThreadlineError, *, retry_after: float | None = None) -> ApplicationError:
     """The `ApplicationError` that carries `err` across Temporal (its `type` is the code)."""
     delay = timedelta(seconds=retry_after) if retry_after else None
-    return ApplicationError(err.message, type=str(err.code), non_retryable=not err.retryable, next_retry_delay=delay)
+    # A refusal is an answer, not an incident: BENIGN keeps it out of the worker's warning logs.
+    category = ApplicationErrorCategory.UNSPECIFIED if err.retryable else ApplicationErrorCategory.BENIGN
+    return ApplicationError(
+        err.message, type=str(err.code), non_retryable=not err.retryable, next_retry_delay=delay, category=category
+    )
 
 
 def turn_error(err: BaseException) -> TurnError:

@@ -183,6 +183,8 @@ class Conversation:
             placed: Begun = await self.handle.execute_update("begun", send.request_id, result_type=Begun)
         except (WorkflowUpdateFailedError, RPCError) as err:
             raise from_failure(err) from None
+        if placed.error is not None:
+            raise ThreadlineError(placed.error.code, placed.error.message)
         if placed.turn is not None and self.view.pinned != placed.turn:
             self.view = View(pinned=placed.turn)  # a view that sent follows its own branch
         return TurnHandle(placed.turn, placed.parent, send.request_id, self)

@@ -105,8 +105,8 @@ class ConversationWorkflow:
         await workflow.wait_condition(lambda: request_id in self.begun or request_id in self.outcomes)
         if request_id in self.begun:
             return self.begun[request_id]
-        outcome = _answer(self.outcomes[request_id])  # refused, or stopped while queued: never placed
-        return Begun(request_id=request_id, error=outcome.error)
+        outcome = _answer(self.outcomes[request_id])  # raises if it was refused
+        return Begun(request_id=request_id, turn=outcome.turn, parent=outcome.parent, existing=True)
 
     @wait.validator
     def _known(self, request_id: str) -> None:
@@ -236,7 +236,7 @@ class ConversationWorkflow:
                 )
                 result = RunResult(kind="ended", outcome=outcome)
         assert result.outcome is not None
-        self._finish(result.outcome)
+        self._finish(result.outcome, new=not follow, inputs=send.inputs)
 
     async def _run(self, send: TurnSend, turn: str, attempt: int) -> RunResult:
         model = send.lm or self.config.lm or "the worker's model"
@@ -249,7 +249,8 @@ class ConversationWorkflow:
             summary=f"turn {self.turns + len(self.tasks)}: {model}",
         )
 
-    def _finish(self, outcome: TurnOutcome) -> None:
+    def _finish(self, outcome: TurnOutcome, *, new: bool = False, inputs: dict[str, object] | None = None) -> None:
+        """Record how a send ended; `new` when it made a turn of its own (not a repeated request id)."""
         self.outcomes[outcome.request_id] = outcome
         while len(self.outcomes) > KEPT_OUTCOMES:
             self.outcomes.popitem(last=False)
@@ -257,18 +258,21 @@ class ConversationWorkflow:
             self.tasks.pop(outcome.turn, None)
             if self.blocked_on == outcome.turn:
                 self.blocked_on = None
-        if outcome.state != "refused":
+        if new:
             self.turns += 1
             self.turns_this_run += 1
         self.last = outcome
-        self._show()
+        self._show(inputs)
 
-    def _show(self) -> None:
+    def _show(self, inputs: dict[str, object] | None = None) -> None:
+        """The UI's current details (the latest exchange, markdown) and the search attributes."""
         last = self.last
         if last is not None:
-            answer = "" if last.result is None else str(last.result)[:400]
-            error = f"\n\n**error:** `{last.error.code}`" if last.error else ""
-            workflow.set_current_details(f"### Turn {last.turn or '(refused)'}: {last.state}\n\n{answer}{error}")
+            lines = [f"### Turn {self.turns}: {last.state}", f"`{last.turn or 'not placed'}`", ""]
+            lines += [f"**{name}:** {str(value)[:400]}" for name, value in (inputs or {}).items()]
+            lines += [f"**{name}:** {str(value)[:400]}" for name, value in (last.outputs or {}).items()]
+            lines += [f"**error:** `{last.error.code}` {last.error.message}"] if last.error else []
+            workflow.set_current_details("\n\n".join(lines))
         if self.config.search_attributes:
             state = "running" if self.tasks else "idle"
             workflow.upsert_search_attributes([STATE_KEY.value_set(state), TURNS_KEY.value_set(self.turns)])

@@ -1,0 +1,44 @@
+"""Workflow code stays deterministic: real histories replay without a non-determinism error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer, Worker
+
+from threadline.client import Threadline, workflow_id
+from workflows.conversation import ConversationWorkflow
+
+HISTORIES = Path(__file__).parent / "histories"
+
+
+def replayer() -> Replayer:
+    return Replayer(workflows=[ConversationWorkflow], data_converter=pydantic_data_converter)
+
+
+async def test_a_fresh_history_replays(tl: Threadline, client: Client, worker: Worker, cid: str) -> None:
+    """Turns, a branch, a head move, a refusal and a stop, replayed from their history."""
+    chat = tl.conversation("tutor", id=cid)
+    first = await chat.predict("one")
+    await chat.predict("two")
+    await chat.continue_from(first.id).predict("beside")
+    await chat.head(first.id)
+    await chat.stop()
+    with pytest.raises(Exception, match="inputs"):
+        await chat.send(wrong="input")
+
+    history = await client.get_workflow_handle(workflow_id("default", cid)).fetch_history()
+
+    await replayer().replay_workflow(history)
+
+
+@pytest.mark.parametrize("path", sorted(HISTORIES.glob("*.json")), ids=lambda p: p.stem)
+async def test_a_kept_history_replays(path: Path) -> None:
+    """Histories kept from earlier versions still replay: a change that breaks them needs `patched`."""
+    history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
+
+    await replayer().replay_workflow(history)
