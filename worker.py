@@ -19,6 +19,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from activities.models import OfflineModel, Provider, Providers
+from activities.providers import build_providers, new_http_client
 from activities.turns import TurnActivities
 from core import logs
 from core.errors import ErrorCode, ThreadlineError
@@ -49,7 +50,8 @@ def load_programs(modules: Iterable[str]) -> dict[str, Program]:
 
 
 def default_providers(settings: Settings) -> dict[str, Provider]:
-    """The providers this worker can call: the offline model always."""
+    """The offline model only: what `build_worker` uses unless given providers (so tests never
+    pick up a developer's real key). `run` builds the real set from the environment."""
     return {"offline": OfflineModel(delay=settings.offline_delay_s)}
 
 
@@ -109,11 +111,15 @@ async def run(settings: Settings, *, client: Client | None = None, stop: asyncio
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    worker = build_worker(client or await connect(settings), settings)
-    async with worker:
-        log.info("worker.started", task_queue=settings.task_queue, address=settings.address)
-        await stop.wait()
-        log.info("worker.stopping")
+    async with new_http_client() as http:
+        providers = build_providers(settings, http)
+        worker = build_worker(client or await connect(settings), settings, providers=providers)
+        async with worker:
+            log.info(
+                "worker.started", task_queue=settings.task_queue, address=settings.address, providers=sorted(providers)
+            )
+            await stop.wait()
+            log.info("worker.stopping")
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.remove_signal_handler(sig)
 

@@ -11,8 +11,12 @@ from core.models import TurnError
 
 
 def to_failure(err: ThreadlineError, *, retry_after: float | None = None) -> ApplicationError:
-    """The `ApplicationError` that carries `err` across Temporal (its `type` is the code)."""
-    delay = timedelta(seconds=retry_after) if retry_after else None
+    """The `ApplicationError` that carries `err` across Temporal (its `type` is the code).
+
+    The retry delay is `retry_after`, else the provider's Retry-After kept in `err.details`.
+    """
+    seconds = retry_after if retry_after is not None else err.details.get("retry_after")
+    delay = timedelta(seconds=float(seconds)) if seconds else None
     # A refusal is an answer, not an incident: BENIGN keeps it out of the worker's warning logs.
     category = ApplicationErrorCategory.UNSPECIFIED if err.retryable else ApplicationErrorCategory.BENIGN
     return ApplicationError(

@@ -40,6 +40,15 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+def default_model(env: Mapping[str, str]) -> str:
+    """The model when `THREADLINE_MODEL` names none: a configured provider's, else the offline model."""
+    if env.get("OPENAI_API_KEY"):
+        return "openai:gpt-4o-mini"
+    if env.get("ANTHROPIC_API_KEY"):
+        return "anthropic:claude-sonnet-4-5"
+    return "offline"
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Where things are and how they behave; every field has an environment variable."""
@@ -55,7 +64,7 @@ class Settings:
     task_queue: str = DEFAULT_TASK_QUEUE
     """`THREADLINE_TASK_QUEUE`: where conversations and their activities run."""
     model: str = "offline"
-    """`THREADLINE_MODEL`: the model used when a conversation names none."""
+    """`THREADLINE_MODEL`: the model used when a conversation names none (see `default_model`)."""
     offline_delay_s: float = 0.0
     """`THREADLINE_OFFLINE_DELAY_S`: how long the offline model takes per reply (streamed in pieces)."""
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
@@ -74,7 +83,7 @@ class Settings:
             address=env.get("THREADLINE_TEMPORAL_ADDRESS") or DEFAULT_ADDRESS,
             namespace=env.get("THREADLINE_NAMESPACE") or "default",
             task_queue=env.get("THREADLINE_TASK_QUEUE") or DEFAULT_TASK_QUEUE,
-            model=env.get("THREADLINE_MODEL") or "offline",
+            model=env.get("THREADLINE_MODEL") or default_model(env),
             offline_delay_s=_float(env, "THREADLINE_OFFLINE_DELAY_S", 0.0),
             idle_timeout_s=_float(env, "THREADLINE_IDLE_TIMEOUT_S", DEFAULT_IDLE_TIMEOUT_S),
             programs=tuple(p.strip() for p in env.get("THREADLINE_PROGRAMS", "").split(",") if p.strip()),

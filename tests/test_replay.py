@@ -36,9 +36,11 @@ async def test_a_fresh_history_replays(tl: Threadline, client: Client, worker: W
     await replayer().replay_workflow(history)
 
 
-@pytest.mark.parametrize("path", sorted(HISTORIES.glob("*.json")), ids=lambda p: p.stem)
-async def test_a_kept_history_replays(path: Path) -> None:
-    """Histories kept from earlier versions still replay: a change that breaks them needs `patched`."""
-    history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
+def kept() -> list[WorkflowHistory]:
+    return [WorkflowHistory.from_json(p.stem, json.loads(p.read_text())) for p in sorted(HISTORIES.glob("*.json"))]
 
+
+@pytest.mark.parametrize("history", kept(), ids=lambda h: h.workflow_id)
+async def test_a_kept_history_replays(history: WorkflowHistory) -> None:
+    """Histories kept from earlier versions still replay: a change that breaks them needs `patched`."""
     await replayer().replay_workflow(history)

@@ -22,7 +22,7 @@ from typing import Any
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from core.errors import ErrorCode, ThreadlineError, is_code
 from core.models import (
@@ -60,6 +60,8 @@ def from_failure(err: BaseException) -> ThreadlineError:
     cause = err.cause if isinstance(err, WorkflowUpdateFailedError) else err
     if isinstance(cause, ApplicationError) and is_code(cause.type):
         return ThreadlineError(str(cause.type), cause.message)
+    if isinstance(err, RPCError) and err.status == RPCStatusCode.NOT_FOUND:
+        return ThreadlineError(ErrorCode.CONVERSATION_NOT_FOUND, "no such conversation is open: send a turn first")
     if isinstance(err, RPCError):
         return ThreadlineError(ErrorCode.SERVER_UNAVAILABLE, f"Temporal did not answer: {err}", retryable=True)
     return ThreadlineError(ErrorCode.INTERNAL, f"{type(cause).__name__}: {cause}")
@@ -189,8 +191,8 @@ class Conversation:
             self.view = View(pinned=placed.turn)  # a view that sent follows its own branch
         return TurnHandle(placed.turn, placed.parent, send.request_id, self)
 
-    async def signal(self, send: TurnSend) -> None:
-        """Deliver `send` with signal-with-start (the conversation reopens if it had closed)."""
+    async def signal(self, send: TurnSend | StopSend) -> None:
+        """Deliver a `turn` or `stop` with signal-with-start (the conversation reopens if it had closed)."""
         config = self.config
         try:
             await self.tl.client.start_workflow(
@@ -198,7 +200,7 @@ class Conversation:
                 ConversationInput(config=config),
                 id=workflow_id(config.store, config.conversation),
                 task_queue=self.tl.settings.task_queue,
-                start_signal="turn",
+                start_signal="turn" if isinstance(send, TurnSend) else "stop",
                 start_signal_args=[send],
                 static_summary=f"{config.program} conversation {config.conversation} (store {config.store})",
                 search_attributes=self._attributes(),
@@ -280,8 +282,22 @@ class Conversation:
     # ----- acting
 
     async def stop(self, turn: str | None = None) -> None:
-        """Stop `turn`, or (None) every running and queued turn of this conversation."""
-        try:
+        """Stop `turn`, or (None) every running and queued turn of this conversation.
+
+        A running turn ends `stopped` (whoever runs it, a functai process too); a waiting or
+        interrupted one is abandoned; queued sends are dropped and record nothing.
+
+        Raises:
+            ThreadlineError: `turn-unknown` for a turn the log does not hold;
+                `conversation-not-found` when there is nothing at all to stop.
+        """
+        log = self._log()
+        if turn is not None and turn not in log.turns:
+            raise ThreadlineError(ErrorCode.TURN_UNKNOWN, f"turn {turn} is not in conversation {self.id}")
+        if log.n:
+            await self.signal(StopSend(turn=turn))
+            return
+        try:  # nothing recorded yet: only an open workflow can hold queued sends
             await self.handle.signal("stop", StopSend(turn=turn))
         except RPCError as err:
             raise from_failure(err) from None
@@ -294,6 +310,8 @@ class Conversation:
     async def head(self, turn: str | Turn) -> None:
         """Move the conversation's head to `turn` (a `head` record every reader follows)."""
         tid = turn.id if isinstance(turn, Turn) else turn
+        if tid not in self._log().turns:
+            raise ThreadlineError(ErrorCode.TURN_UNKNOWN, f"turn {tid} is not in conversation {self.id}")
         start = WithStartWorkflowOperation(
             ConversationWorkflow.run,
             ConversationInput(config=self.config),

@@ -1,0 +1,147 @@
+"""How the `threadline` command prints: one JSON object per line with `--json`, aligned text otherwise."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+from urllib.parse import quote
+
+from core.errors import ThreadlineError
+from core.models import TurnOutcome
+
+from .turns import Turn
+
+INPUT_WIDTH = 32
+RESULT_WIDTH = 48
+_STATE_COLORS = {"done": "32", "failed": "31", "refused": "31", "stopped": "33", "abandoned": "33", "running": "36"}
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """Where and how a command prints.
+
+    Args:
+        json: Print one JSON object per line instead of text.
+        color: Colour turn states (only when stdout is a terminal and `NO_COLOR` is unset).
+        stream: Where results go (default: `sys.stdout` at the time); text-mode errors go to stderr.
+    """
+
+    json: bool = False
+    color: bool = False
+    stream: TextIO | None = None
+
+    @classmethod
+    def for_stdout(cls, *, json: bool) -> Output:
+        """The output of this process: colour only for a terminal that has not opted out."""
+        color = not json and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        return cls(json=json, color=color)
+
+    def emit(self, data: Mapping[str, Any], text: str) -> None:
+        """Print `data` as one JSON line, or `text`."""
+        _write(self.stream or sys.stdout, dumps(data) if self.json else text)
+
+    def error(self, err: ThreadlineError) -> None:
+        """Print `err` as `{"error": {...}}` on stdout, or `error: <code>: <message>` on stderr."""
+        if self.json:
+            self.emit({"error": err.to_dict()}, "")
+        else:
+            _write(sys.stderr, f"error: {err}")
+
+    def state(self, state: str, width: int = 0) -> str:
+        """`state` padded to `width`, coloured when colour is on."""
+        padded = state.ljust(width)
+        code = _STATE_COLORS.get(state)
+        return f"\x1b[{code}m{padded}\x1b[0m" if self.color and code else padded
+
+
+def _write(stream: TextIO, text: str) -> None:
+    stream.write(text + "\n")
+    # At once: `threadline dev` is read line by line through a pipe while it keeps running.
+    stream.flush()
+
+
+def dumps(data: Any) -> str:
+    """Compact JSON on one line, non-ASCII kept readable."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def text_of(value: Any) -> str:
+    """A value as text: strings as they are, anything else as compact JSON."""
+    return value if isinstance(value, str) else dumps(value)
+
+
+def trim(text: str, width: int) -> str:
+    """The first line of `text`, cut to `width` characters with an ellipsis."""
+    line = text.strip().split("\n", 1)[0]
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def input_text(inputs: Mapping[str, Any]) -> str:
+    """A turn's inputs as text: a lone input's value, or all of them as JSON."""
+    if len(inputs) == 1:
+        return text_of(next(iter(inputs.values())))
+    return dumps(dict(inputs))
+
+
+def result_text(turn: Turn) -> str:
+    """A turn's answer, or its coded error when it has one."""
+    if turn.error:
+        return f"{turn.error.get('code', 'error')}: {turn.error.get('message', '')}"
+    return "" if turn.result is None else text_of(turn.result)
+
+
+def fields(rows: Iterable[tuple[str, str]], *, gap: int = 2) -> str:
+    """`name  value` lines with the values aligned; later lines of a value are indented to match."""
+    pairs = list(rows)
+    width = max((len(name) for name, _ in pairs), default=0) + gap
+    return "\n".join(name.ljust(width) + value.replace("\n", "\n" + " " * width) for name, value in pairs)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], out: Output, *, state_column: int = -1) -> str:
+    """Rows under headers in columns two spaces apart; the state column coloured by `out`."""
+    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
+
+    def line(row: Sequence[str], *, header: bool = False) -> str:
+        cells = [
+            out.state(cell, width) if i == state_column and not header else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        return "  ".join(cells).rstrip()
+
+    return "\n".join([line(headers, header=True), *(line(row) for row in rows)])
+
+
+def turns_table(turns: Sequence[Turn], out: Output) -> str:
+    """The turns as `TURN PARENT STATE INPUT RESULT` rows, input and result trimmed to one line."""
+    rows = [
+        (t.id, t.parent or "-", t.state, trim(input_text(t.inputs), INPUT_WIDTH), trim(result_text(t), RESULT_WIDTH))
+        for t in turns
+    ]
+    return table(("TURN", "PARENT", "STATE", "INPUT", "RESULT"), rows, out, state_column=2)
+
+
+def outcome_text(outcome: TurnOutcome, out: Output) -> str:
+    """How a send ended: turn, parent, state, then the whole answer or the coded error."""
+    rows = [("turn", outcome.turn or "-"), ("parent", outcome.parent or "-"), ("state", out.state(outcome.state))]
+    if outcome.error is not None:
+        rows.append(("error", f"{outcome.error.code}: {outcome.error.message}"))
+    elif outcome.state == "done":
+        rows.append(("result", text_of(outcome.result)))
+    return fields(rows)
+
+
+def workflow_url(ui_url: str, namespace: str, workflow_id: str) -> str:
+    """The web UI's page for the latest run of `workflow_id`.
+
+    The UI encodes ids with `encodeURIComponent` (so `/` is `%2F`) and redirects a URL without a
+    run id to the latest run.
+    """
+    return f"{ui_url}/namespaces/{_encode_component(namespace)}/workflows/{_encode_component(workflow_id)}"
+
+
+def _encode_component(part: str) -> str:
+    return quote(part, safe="!~*'()")  # what JavaScript's encodeURIComponent leaves alone
