@@ -27,6 +27,7 @@ from core.settings import Settings
 from store.base import Store
 from store.folder import FolderStore
 from store.program import TUTOR, Program
+from store.streams import StreamLog
 from workflows.conversation import ConversationWorkflow
 
 log = structlog.get_logger(__name__)
@@ -69,6 +70,7 @@ def build_worker(
         load_programs(settings.programs),
         Providers(providers if providers is not None else default_providers(settings)),
         default_model=settings.model,
+        streams={name: StreamLog(folder) for name, folder in folders.items()},
     )
     return Worker(
         client,

@@ -12,21 +12,23 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Literal
 
 import structlog
 from temporalio import activity
 
-from core.errors import ThreadlineError
+from core.errors import ErrorCode, ThreadlineError
 from core.models import RunInput, RunResult
 from store.log import Log, Turn
 from store.program import Program
 from store.records import LEASE_RENEW_SECONDS, STOP_POLL_SECONDS, Record, lease_record, stopped_record
 from store.rules import Rule, Shown, shown
+from store.streams import StreamLog, StreamWriter
 from store.turns import Answer, claim_records, done_record, failed_record
 
 from .conversation import LogView, now, outcome_of
-from .models import ModelReply, Provider, build_request
+from .models import Message, ModelReply, ModelRequest, Provider, build_request
 
 log = structlog.get_logger(__name__)
 
@@ -37,8 +39,13 @@ _Builder = Callable[[Turn], Record]
 class TurnRun:
     """One attempt at running a begun turn."""
 
-    def __init__(self, conversation: LogView, program: Program, input: RunInput, rule: Rule) -> None:
+    def __init__(
+        self, conversation: LogView, program: Program, input: RunInput, rule: Rule, streams: StreamLog | None = None
+    ) -> None:
         self.conversation = conversation
+        self.streams = streams
+        self.stream: StreamWriter | None = None
+        self.streamed = 0
         self.program = program
         self.input = input
         self.rule = rule
@@ -66,9 +73,10 @@ class TurnRun:
             rule=self.rule,
         )
         request = build_request(self.program, self.shown.exchanges, t.inputs, model=name)
-        log.info("model.requested", turn=self.turn, attempt=self.owned, model=model)
+        if self.streams is not None:
+            self.stream = self.streams.writer(self.turn, self.owned)
         started = time.monotonic()
-        call = asyncio.create_task(provider.complete(request))
+        call = asyncio.create_task(self._ask(provider, request, model))
         watch = asyncio.create_task(self._watch())
         try:
             await asyncio.wait({call, watch}, return_when=asyncio.FIRST_COMPLETED)
@@ -82,6 +90,29 @@ class TurnRun:
             return await self._answered(call, time.monotonic() - started)
         call.cancel()
         return await self._interrupted(watch.result())
+
+    async def _ask(self, provider: Provider, request: ModelRequest, model: str) -> ModelReply:
+        """Call the model; a reply that does not fit the outputs gets one repair request."""
+        try:
+            return await self._call(provider, request, model)
+        except ThreadlineError as err:
+            if err.code != ErrorCode.PARSE_FAILED:
+                raise
+            log.info("model.repair_requested", turn=self.turn, attempt=self.owned, reason=err.message)
+            if self.stream is not None:
+                self.stream.write({"restart": True})
+            repair = Message("user", f"Your reply could not be used: {err.message}. Reply again, exactly as asked.")
+            return await self._call(provider, replace(request, messages=(*request.messages, repair)), model)
+
+    async def _call(self, provider: Provider, request: ModelRequest, model: str) -> ModelReply:
+        log.info("model.requested", turn=self.turn, attempt=self.owned, model=model)
+        reply = await provider.complete(request, self._on_text)
+        return replace(reply, outputs=self.program.validate_outputs(reply.outputs))
+
+    async def _on_text(self, piece: str) -> None:
+        self.streamed += len(piece)
+        if self.stream is not None:
+            self.stream.text(piece)
 
     async def fail(self, err: ThreadlineError) -> RunResult:
         """End the turn `failed` with `err` (a refusal no retry can fix)."""
@@ -117,7 +148,7 @@ class TurnRun:
         renewed = time.monotonic()
         while True:
             await asyncio.sleep(STOP_POLL_SECONDS)
-            activity.heartbeat({"attempt": self.owned})
+            activity.heartbeat({"attempt": self.owned, "streamed": self.streamed})
             t = await self.conversation.turn(self.turn)
             if t.ended is not None:
                 return "ended"
@@ -137,8 +168,7 @@ class TurnRun:
             if err.retryable:
                 raise
             return await self.fail(err)
-        outputs = self.program.validate_outputs(reply.outputs)
-        answer = Answer(outputs, model=reply.model, usage=reply.usage, seconds=seconds)
+        answer = Answer(reply.outputs, model=reply.model, usage=reply.usage, seconds=seconds)
         result = await self._end(
             lambda t: done_record(self.conversation.log, self.program, t.id, answer, attempt=self.owned, saw=self.saw)
         )
@@ -153,6 +183,8 @@ class TurnRun:
         return result
 
     async def _interrupted(self, why: Interruption) -> RunResult:
+        if why != "stop" and self.stream is not None:
+            self.stream.end("yielded")
         if why == "taken":
             return RunResult(kind="yielded", attempt=self.conversation.log.turns[self.turn].attempt)
         if why == "stop":
@@ -171,6 +203,8 @@ class TurnRun:
 
         t = await self.conversation.append_if(self.turn, decide)
         outcome = outcome_of(t, self.input.send.request_id)
+        if self.stream is not None:
+            self.stream.end(outcome.state if outcome is not None else "yielded")
         if outcome is None:
             return RunResult(kind="yielded", attempt=t.attempt)
         return RunResult(kind="ended", outcome=outcome, attempt=t.attempt)

@@ -30,6 +30,7 @@ from store.log import Log, Turn
 from store.program import Program
 from store.records import Record, head_record, iso
 from store.rules import Rule, View
+from store.streams import StreamLog
 from store.turns import Begin, Busy, TurnRequest, begin_turn, failed_record, stop_records
 
 from .conversation import LogView, now, outcome_of
@@ -56,6 +57,7 @@ class TurnActivities:
         programs: The programs by name.
         providers: The model providers.
         default_model: The model string used when neither the conversation nor the send names one.
+        streams: Where each store's turns stream their text (a store without one does not stream).
     """
 
     def __init__(
@@ -65,8 +67,10 @@ class TurnActivities:
         providers: Providers,
         *,
         default_model: str = "offline",
+        streams: Mapping[str, StreamLog] | None = None,
     ) -> None:
         self.stores = dict(stores)
+        self.streams = dict(streams or {})
         self.programs = dict(programs)
         self.providers = providers
         self.default_model = default_model
@@ -143,7 +147,8 @@ class TurnActivities:
         config = input.config
         program = self.program(input.send.program or config.program)
         lm = input.send.lm or config.lm or self.default_model
-        run = TurnRun(self.view(config.store, config.conversation), program, input, rule_of(config, input.send))
+        conversation = self.view(config.store, config.conversation)
+        run = TurnRun(conversation, program, input, rule_of(config, input.send), self.streams.get(config.store))
         try:
             provider, name = self.providers.resolve(lm)
             return await run.execute(provider, model=lm, name=name)

@@ -18,18 +18,19 @@ ROOT = Path(__file__).resolve().parent.parent
 class WorkerProcess:
     """`python worker.py` for the test's server, task queue and data folder; its JSON logs go to a file."""
 
-    def __init__(self, settings: Settings, log: Path, *, delay: float = 0.0) -> None:
-        env = {
+    def __init__(self, settings: Settings, log: Path, *, delay: float = 0.0, env: dict[str, str] | None = None) -> None:
+        environment = {
             **os.environ,
             "THREADLINE_TEMPORAL_ADDRESS": settings.address,
             "THREADLINE_TASK_QUEUE": settings.task_queue,
             "THREADLINE_DATA": str(settings.data),
             "THREADLINE_OFFLINE_DELAY_S": str(delay),
+            **(env or {}),
         }
         self.log = log
         self._out = log.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "worker.py"], cwd=ROOT, env=env, stdout=self._out, stderr=self._out
+            [sys.executable, "worker.py"], cwd=ROOT, env=environment, stdout=self._out, stderr=self._out
         )
 
     def wait_ready(self, timeout: float = 20.0) -> None:

@@ -124,12 +124,12 @@ def turns_table(turns: Sequence[Turn], out: Output) -> str:
     return table(("TURN", "PARENT", "STATE", "INPUT", "RESULT"), rows, out, state_column=2)
 
 
-def outcome_text(outcome: TurnOutcome, out: Output) -> str:
-    """How a send ended: turn, parent, state, then the whole answer or the coded error."""
+def outcome_text(outcome: TurnOutcome, out: Output, *, answer: bool = True) -> str:
+    """How a send ended: turn, parent, state, then the whole answer (unless it was streamed) or the error."""
     rows = [("turn", outcome.turn or "-"), ("parent", outcome.parent or "-"), ("state", out.state(outcome.state))]
     if outcome.error is not None:
         rows.append(("error", f"{outcome.error.code}: {outcome.error.message}"))
-    elif outcome.state == "done":
+    elif outcome.state == "done" and answer:
         rows.append(("result", text_of(outcome.result)))
     return fields(rows)
 

@@ -248,9 +248,29 @@ async def run_send(args: argparse.Namespace, out: Output) -> int:
         data = {"conversation": chat.id, "turn": handle.id, "parent": handle.parent, "request_id": handle.request_id}
         out.emit(data, _format.fields([("turn", handle.id), ("parent", handle.parent or "-")]))
         return 0
+    streamed = False
+    if not out.json and handle.id is not None:
+        streamed = await _print_stream(chat, handle.id, out)
     outcome = await chat.outcome(handle.request_id)
-    out.emit({"conversation": chat.id, **outcome.model_dump(mode="json")}, _format.outcome_text(outcome, out))
+    text = _format.outcome_text(outcome, out, answer=not streamed)
+    out.emit({"conversation": chat.id, **outcome.model_dump(mode="json")}, text)
     return 0 if outcome.state == "done" else 1
+
+
+async def _print_stream(chat: Conversation, turn: str, out: Output) -> bool:
+    """Print the answer's text as it arrives; return whether any was printed."""
+    stream = out.stream or sys.stdout
+    printed = False
+    async for piece in chat.watch(turn):
+        if piece.text is None:  # the model was asked again: start the text over on a new line
+            stream.write("\n[asked again]\n" if printed else "")
+        else:
+            stream.write(piece.text)
+            printed = True
+        stream.flush()
+    if printed:
+        stream.write("\n\n")
+    return printed
 
 
 async def run_turns(args: argparse.Namespace, out: Output) -> int:

@@ -13,9 +13,10 @@ nothing of the transcript passes through Temporal.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,7 @@ from store.folder import FolderStore
 from store.log import Log
 from store.records import uuid7
 from store.rules import View, view_head
+from store.streams import StreamLog, StreamReader
 from workflows.attributes import CONVERSATION_KEY, PROGRAM_KEY, SEARCH_ATTRIBUTE_KEYS, STORE_KEY
 from workflows.conversation import ConversationWorkflow
 
@@ -119,6 +121,20 @@ class Threadline:
             search_attributes=self.search_attributes,
         )
         return Conversation(self, config)
+
+
+_ENDED = frozenset({"done", "failed", "stopped", "abandoned"})
+_LOG_CHECK_S = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """A piece of a turn's streamed text."""
+
+    offset: int
+    """The stream offset to reconnect from after this piece."""
+    text: str | None
+    """The text, or None: the text so far is void (the model was asked again)."""
 
 
 @dataclass(slots=True)
@@ -259,6 +275,49 @@ class Conversation:
                 ErrorCode.INPUT_TOO_LARGE, f"the inputs are {size} bytes; at most {MAX_INPUT_BYTES} are accepted"
             )
         return inputs
+
+    async def stream(
+        self, *args: Any, request_id: str | None = None, lm: str | None = None, **inputs: Any
+    ) -> AsyncIterator[str | Turn | None]:
+        """Send a turn and yield its text as the model writes it, then the finished `Turn`.
+
+        A `None` means the text so far is void: the model was asked again (a retried attempt, or a
+        reply that did not fit the outputs), and what follows replaces it.
+        """
+        placed = await self.send(*args, request_id=request_id, lm=lm, **inputs)
+        if placed.id is not None:
+            async for piece in self.watch(placed.id):
+                yield piece.text
+        yield await placed.result()
+
+    async def watch(self, turn: str, *, offset: int = 0, poll: float = 0.02) -> AsyncIterator[Piece]:
+        """Yield what `turn`'s model writes, from byte `offset` of its stream, until the turn ends.
+
+        Each `Piece` carries the offset to reconnect from after it, so a reader that went away
+        resumes where it stopped and misses nothing.
+        """
+        streams, reader = StreamLog(self.tl.settings.store_folder(self.config.store)), StreamReader()
+        checked = time.monotonic()
+        last_try = False
+        while True:
+            events = await asyncio.to_thread(streams.read, turn, offset)
+            for end, event in events:
+                offset = end
+                for text in reader.feed([event]):
+                    yield Piece(end, text)
+            if reader.ended in _ENDED or last_try:
+                return
+            if not events and time.monotonic() - checked > _LOG_CHECK_S:
+                # The turn may have been ended by another writer, which streams nothing here.
+                checked = time.monotonic()
+                last_try = await self._has_ended(turn)
+                continue
+            await asyncio.sleep(poll)
+
+    async def _has_ended(self, turn: str) -> bool:
+        log = await asyncio.to_thread(self._log)
+        found = log.turns.get(turn)
+        return found is None or found.ended is not None
 
     # ----- reading
 

@@ -1,0 +1,129 @@
+"""Per-turn text streams: what a model call has said so far, for whoever watches the turn.
+
+    <folder>/streams/<turn>.jsonl    one event per line, appended unfsynced (it is a view, not a record)
+
+Every event names its writer (`run`, random per try) and the turn's log `attempt`:
+`{"start": true}` when a try begins (a retried try starts over, so readers drop the text of earlier
+tries instead of showing it twice, and ignore late writes of a try that was replaced),
+`{"text": s}` for each piece, `{"restart": true}` when a reply that did not fit is asked for
+again, and `{"end": state}` when the try ends. A reader keeps the byte offset it
+has read up to and reconnects from there, missing nothing. This is not functai's `trees/` format,
+so it lives in its own folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .base import check_id
+
+
+class StreamLog:
+    """The streams of one store folder."""
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.folder = Path(os.fspath(folder)).expanduser().absolute() / "streams"
+
+    def path(self, turn: str) -> Path:
+        """The stream file of `turn`."""
+        return self.folder / f"{check_id(turn)}.jsonl"
+
+    def writer(self, turn: str, attempt: int) -> StreamWriter:
+        """A writer for one attempt at `turn`; it marks the attempt's start at once."""
+        os.makedirs(self.folder, mode=0o700, exist_ok=True)
+        writer = StreamWriter(self.path(turn), attempt, secrets.token_hex(4))
+        writer.write({"start": True})
+        return writer
+
+    def read(self, turn: str, offset: int = 0) -> list[tuple[int, dict[str, Any]]]:
+        """The complete events after byte `offset`, each with the offset just after it."""
+        try:
+            with self.path(turn).open("rb") as f:
+                f.seek(offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        events = []
+        for line in data.splitlines(keepends=True):
+            if not line.endswith(b"\n"):
+                break  # a piece still being written: read it next time
+            offset += len(line)
+            try:
+                events.append((offset, json.loads(line)))
+            except ValueError:
+                continue
+        return events
+
+
+@dataclass(slots=True)
+class StreamWriter:
+    """Appends one attempt's events, each line in one O_APPEND write."""
+
+    path: Path
+    attempt: int
+    run: str
+
+    def write(self, event: dict[str, Any]) -> None:
+        """Append `event` for this try."""
+        stamped = {"attempt": self.attempt, "run": self.run, **event}
+        line = json.dumps(stamped, ensure_ascii=False, separators=(",", ":")) + "\n"
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, line.encode("utf-8"))
+        finally:
+            os.close(fd)
+
+    def text(self, piece: str) -> None:
+        """Append a piece of text."""
+        if piece:
+            self.write({"text": piece})
+
+    def end(self, state: str) -> None:
+        """Mark the attempt's end (`done`, `failed`, `stopped`, `yielded`)."""
+        self.write({"end": state})
+
+
+@dataclass(slots=True)
+class StreamReader:
+    """Folds a stream's events: the current attempt's text, and whether it ended.
+
+    `feed` returns what to show for new events: text pieces, or `None` standing for "an attempt
+    started over: forget the text shown so far".
+    """
+
+    run: str | None = None
+    ended: str | None = None
+    pieces: list[str] = field(default_factory=list)
+
+    def feed(self, events: list[dict[str, Any]]) -> list[str | None]:
+        """Apply `events`; return the pieces to show (None: the text so far is void)."""
+        shown: list[str | None] = []
+        for event in events:
+            run = event.get("run")
+            if event.get("start"):
+                if self.pieces:
+                    shown.append(None)
+                self.run, self.ended, self.pieces = run, None, []
+                continue
+            if run != self.run and self.run is not None:
+                continue  # a late write of a try that was replaced
+            if event.get("restart"):  # the reply was refused and asked for again
+                if self.pieces:
+                    shown.append(None)
+                self.pieces = []
+            elif isinstance(event.get("text"), str):
+                self.pieces.append(event["text"])
+                shown.append(event["text"])
+            elif event.get("end"):
+                self.ended = str(event["end"])
+        return shown
+
+    @property
+    def text(self) -> str:
+        """The current try's text so far."""
+        return "".join(self.pieces)

@@ -1,0 +1,24 @@
+"""A user's program module, as a worker loads it from THREADLINE_PROGRAMS."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from store.program import Program
+
+
+class Verdict(BaseModel):
+    """How a reply is judged."""
+
+    label: Literal["correct", "wrong"]
+    score: float
+
+
+GRADER = Program.define(
+    "grader",
+    "Grade the student's answer to the question.",
+    inputs={"question": str, "answer": str},
+    outputs={"verdict": Verdict, "result": str},
+)
