@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -18,16 +18,17 @@ from store.log import Log
 from tests.fakeprovider import Failure, FakeProvider, Reply
 from tests.functai_kit import offline, reply, tutor
 from tests.processes import WorkerProcess
-from threadline.client import Threadline, Turn, workflow_id
+from threadline.client import Threadline, workflow_id
+from threadline.turns import Turn
 from worker import build_worker
 
 KEY = "sk-test-never-leak-7f3a9c"
 
 
 @pytest.fixture(name="fake")
-def _fake() -> AsyncIterator[FakeProvider]:
+def _fake() -> Iterator[FakeProvider]:
     with FakeProvider() as fake:
-        yield fake  # type: ignore[misc]
+        yield fake
 
 
 def provider_env(fake: FakeProvider) -> dict[str, str]:
