@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+import threadline
 from store.program import Program
 
 
@@ -22,3 +23,9 @@ GRADER = Program.define(
     inputs={"question": str, "answer": str},
     outputs={"verdict": Verdict, "result": str},
 )
+
+
+@threadline.program
+def summarise(text: str, words: int = 30) -> str:
+    """Summarise the text in at most the given number of words."""
+    raise NotImplementedError  # the body never runs: a model answers

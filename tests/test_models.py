@@ -226,3 +226,13 @@ async def test_functai_continues_a_conversation_made_with_a_provider(
     ended = [r for r in FolderStore(folder).read(cid) if r.get("kind") == "ended"][-1]
     assert [{"saw_of": second.id}, {"call": second.id, "steps": True}] == ended["saw"]
     assert 5 == len(model.requests[0].messages)
+
+
+async def test_a_decorated_function_is_a_program(tl: Threadline, live: Settings, fake: FakeProvider, cid: str) -> None:
+    """`@threadline.program` functions in THREADLINE_PROGRAMS modules are registered, defaults filled in."""
+    fake.add(Reply("Short."))
+
+    turn = await tl.conversation("summarise", id=cid, lm="openai:gpt-test").predict(text="A long text.")
+
+    assert ("Short.", {"text": "A long text.", "words": 30}) == (turn.result, turn.inputs)
+    assert "Summarise the text" in json.dumps(fake.requests[0].body)

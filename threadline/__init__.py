@@ -11,13 +11,20 @@ from core.models import ContextRule, TurnOutcome
 from core.settings import Settings
 from store.program import Program
 
-from .client import Conversation, Threadline, TurnHandle, connect
+from .client import Conversation, Piece, Threadline, TurnHandle, connect
 from .turns import Turn
+
+# `@threadline.program` over a typed function makes it a program: its docstring is the
+# instruction, its parameters the inputs, its return type the `result` output, with the fields and
+# signature functai gives the same function. Workers register the programs of the modules named
+# in THREADLINE_PROGRAMS.
+program = Program.from_function
 
 __all__ = [
     "ContextRule",
     "Conversation",
     "ErrorCode",
+    "Piece",
     "Program",
     "Settings",
     "Threadline",
@@ -26,4 +33,5 @@ __all__ = [
     "TurnHandle",
     "TurnOutcome",
     "connect",
+    "program",
 ]
