@@ -77,6 +77,7 @@ def build_worker(
         task_queue=settings.task_queue,
         workflows=[ConversationWorkflow],
         activities=[
+            activities.prepare_turn,
             activities.begin_turn,
             activities.run_turn,
             activities.follow_turn,

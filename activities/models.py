@@ -70,17 +70,24 @@ def render_values(values: Mapping[str, Any]) -> str:
 
 
 def build_request(
-    program: Program, exchanges: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any], *, model: str
+    program: Program,
+    exchanges: Sequence[Mapping[str, Any]],
+    inputs: Mapping[str, Any],
+    *,
+    model: str,
+    sections: Sequence[str] = (),
 ) -> ModelRequest:
-    """The request for a turn: the earlier turns shown (as user/assistant pairs), then the new inputs."""
+    """The request for a turn: the instruction (and its sections, such as a summary of turns not
+    shown), the earlier turns shown as user/assistant pairs, then the new inputs."""
     messages: list[Message] = []
     for exchange in exchanges:
         messages.append(Message("user", render_values(exchange.get("inputs") or {})))
         messages.append(Message("assistant", render_values(exchange.get("outputs") or {})))
     messages.append(Message("user", render_values(inputs)))
     outputs = tuple(f for f in program.field_records() if f["direction"] == "output")
+    instruction = "\n\n".join([program.instruction, *sections])
     return ModelRequest(
-        model=model, program=program.name, instruction=program.instruction, messages=tuple(messages), outputs=outputs
+        model=model, program=program.name, instruction=instruction, messages=tuple(messages), outputs=outputs
     )
 
 

@@ -64,6 +64,7 @@ class TurnRun:
         early = await self._settle(t)
         if early is not None:
             return early
+        # What the turn recorded it was shown, when it did; else the rule applied to its parent again.
         self.shown = shown(
             self.conversation.log,
             t.parent,
@@ -71,8 +72,9 @@ class TurnRun:
             signature=self.program.signature,
             now=now(),
             rule=self.rule,
+            context=t.record.get("context"),
         )
-        request = build_request(self.program, self.shown.exchanges, t.inputs, model=name)
+        request = build_request(self.program, self.shown.exchanges, t.inputs, model=name, sections=self.shown.sections)
         if self.streams is not None:
             self.stream = self.streams.writer(self.turn, self.owned)
         started = time.monotonic()

@@ -17,36 +17,30 @@ from core.errors import ErrorCode, ThreadlineError
 from core.models import (
     BeginInput,
     BeginResult,
-    ConversationConfig,
+    PrepareResult,
     RunInput,
     RunResult,
     TurnOutcome,
     TurnRef,
-    TurnSend,
     WatchInput,
 )
 from store.base import Store
 from store.log import Log, Turn
 from store.program import Program
 from store.records import Record, head_record, iso
-from store.rules import Rule, View
 from store.streams import StreamLog
 from store.turns import Begin, Busy, TurnRequest, begin_turn, failed_record, stop_records
 
+from .context import Preparer
 from .conversation import LogView, now, outcome_of
 from .failures import to_failure
 from .models import Providers
 from .run import TurnRun
+from .sends import rule_of, summary_of, view_of
 
 log = structlog.get_logger(__name__)
 
 MAX_INPUT_BYTES = 1 << 20
-
-
-def rule_of(config: ConversationConfig, send: TurnSend) -> Rule:
-    """The context rule a send is shown under: its own, else the conversation's."""
-    chosen = send.context or config.context
-    return Rule(last=chosen.last, without=tuple(chosen.without))
 
 
 class TurnActivities:
@@ -107,17 +101,14 @@ class TurnActivities:
         program = self.program(send.program or config.program)
         inputs = program.validate_inputs(send.inputs)
         lm = send.lm or config.lm
-        if send.continue_from:
-            view = View(pinned=send.continue_from, exact=True)
-        else:
-            view = View(pinned=send.follow)
         request = TurnRequest(
             inputs,
             request_id=send.request_id,
-            view=view,
+            view=view_of(send),
             sends=send.sends or config.sends,
             rule=rule_of(config, send),
             settings={"lm": lm} if lm else {},
+            summary=summary_of(config, send),
         )
         conversation = self.view(config.store, config.conversation)
         while True:
@@ -139,6 +130,18 @@ class TurnActivities:
                 continue
             log.info("turn.begun", conversation=config.conversation, turn=decided.turn, parent=decided.parent)
             return BeginResult(kind="begun", turn=decided.turn, parent=decided.parent, records=current.n)
+
+    @activity.defn(name="prepare_turn")
+    async def prepare_turn(self, input: BeginInput) -> PrepareResult:
+        """Before a send is placed: classify its topic (and place it by topic under `branch`), and
+        bring the branch's summary up to date. Both are kept in the log before they are used."""
+        config, send = input.config, input.send
+        model = send.lm or config.lm or self.default_model
+        preparer = Preparer(self.view(config.store, config.conversation), self.providers, model)
+        try:
+            return await preparer.prepare(config, send)
+        except ThreadlineError as err:
+            raise to_failure(err) from None
 
     @activity.defn(name="run_turn")
     async def run_turn(self, input: RunInput) -> RunResult:

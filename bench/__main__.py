@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-ORDER = ["store"]
+ORDER = ["store", "turns"]
 
 
 def modules() -> list[str]:

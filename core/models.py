@@ -20,11 +20,32 @@ class Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
 
+class SummarySettings(Model):
+    """Summarise a branch's older turns once it holds more than `after`, keeping the last `keep` verbatim."""
+
+    after: int = Field(default=20, ge=1)
+    keep: int = Field(default=6, ge=1)
+    model: str | None = None
+    """The model that writes summaries (default: the conversation's)."""
+
+
 class ContextRule(Model):
-    """Which earlier turns a turn is shown: every done turn (`last=None`) or the last `last`, without fields."""
+    """What a turn is shown of the earlier turns, and how the conversation keeps track of topics.
+
+    `last` (None: every done turn), `window` (the last messages, two per turn) and `max_tokens`
+    (the most recent turns that fit) pick turns, all that are set together; `without` leaves
+    fields out; `summary` replaces older turns with a summary and key facts. `topics` classifies
+    each message: `track` records it, `branch` also moves a new topic onto its own branch and
+    continues a returning topic from its latest turn.
+    """
 
     last: int | None = Field(default=None, ge=0)
     without: tuple[str, ...] = ()
+    window: int | None = Field(default=None, ge=0)
+    max_tokens: int | None = Field(default=None, ge=0)
+    summary: SummarySettings | None = None
+    topics: Literal["off", "track", "branch"] = "off"
+    topic_model: str | None = None
 
 
 class ConversationConfig(Model):
@@ -52,6 +73,8 @@ class TurnSend(Model):
     """Continue after exactly this turn."""
     follow: str | None = None
     """Continue the branch through this turn (its newest descendant); ignored with `continue_from`."""
+    root: bool = False
+    """Start a new branch with no parent (a new topic)."""
     sends: Sends | None = None
     lm: str | None = None
     context: ContextRule | None = None
@@ -166,6 +189,14 @@ class TurnRef(Model):
     turn: str
     request_id: str = ""
     error: TurnError | None = None
+
+
+class PrepareResult(Model):
+    """Where the topic policy places a send (`continue_from`, or a new `root`), and the topic seen."""
+
+    continue_from: str | None = None
+    root: bool = False
+    topic: dict[str, Any] | None = None
 
 
 class WatchInput(Model):

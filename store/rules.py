@@ -7,7 +7,8 @@ Everything here is a pure function of the log, the program's fields and the cloc
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -39,10 +40,10 @@ class View:
 
 def view_head(log: Log, view: View = View()) -> str | None:
     """The turn `view` continues from next, or None."""
+    if view.exact:
+        return view.pinned  # None: a new root
     if view.pinned is None:
         return log.head
-    if view.exact:
-        return view.pinned
     for tid in reversed(log.order):
         t: str | None = tid
         seen: set[str] = set()
@@ -144,22 +145,61 @@ def entries(log: Log, plugin: str, kind: str, tip: str | None) -> list[dict[str,
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """A context rule: every done turn of the branch (`last=None`) or the last `last`, without fields."""
+    """A context rule: which done turns of the branch a new turn is shown, and without which fields.
+
+    Format 1's rules are `last` (None: every turn) and `without`. Threadline adds `window` (the
+    last messages, two per turn) and `max_tokens` (the most recent turns that fit, counted from
+    the usage each `ended` record holds, estimated only where it is missing). All that are set
+    apply together: the most restrictive wins.
+    """
 
     last: int | None = None
     without: tuple[str, ...] = ()
+    window: int | None = None
+    max_tokens: int | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Rule:
-        """`{"last": n or None, "without": [names]}`."""
-        last = data.get("last")
-        return cls(last=None if last is None else int(last), without=tuple(data.get("without") or ()))
+        """`{"last": n or None, "without": [names], "window": m, "max_tokens": t}`."""
+
+        def number(key: str) -> int | None:
+            value = data.get(key)
+            return None if value is None else int(value)
+
+        without = tuple(data.get("without") or ())
+        return cls(last=number("last"), without=without, window=number("window"), max_tokens=number("max_tokens"))
+
+    @property
+    def is_format_1(self) -> bool:
+        """Whether functai's own rules say it all (a resume by functai then shows the same)."""
+        return self.window is None and self.max_tokens is None
 
     def pick(self, done: list[Turn]) -> list[Turn]:
         """The done turns this rule shows."""
-        if self.last is None:
-            return done
-        return done[-self.last :] if self.last > 0 else []
+        picked = done
+        for keep in (self.last, None if self.window is None else self.window // 2):
+            if keep is not None:
+                picked = picked[-keep:] if keep > 0 else []
+        if self.max_tokens is not None:
+            total, start = 0, len(picked)
+            while start > 0 and total + turn_tokens(picked[start - 1]) <= self.max_tokens:
+                start -= 1
+                total += turn_tokens(picked[start])
+            picked = picked[start:]
+        return picked
+
+
+def estimate_tokens(value: Any) -> int:
+    """A rough token count of a JSON value: four characters a token."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return (len(text) + 3) // 4
+
+
+def turn_tokens(turn: Turn) -> int:
+    """What showing `turn` costs: its outputs as the provider counted them, plus its inputs (estimated)."""
+    usage = (turn.ended or {}).get("usage") or {}
+    output = usage.get("output_tokens")
+    return estimate_tokens(turn.inputs) + (output if isinstance(output, int) else estimate_tokens(turn.outputs))
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +215,11 @@ class Shown:
     exchanges: list[dict[str, Any]] = field(default_factory=list)
     """The shown turns as `{"inputs", "outputs"}` for building a prompt (fields left out removed)."""
     without: dict[str, list[str]] = field(default_factory=dict)
+    sections: list[str] = field(default_factory=list)
+    """Text added to the instruction (a summary of the turns not shown)."""
+    context: dict[str, Any] | None = None
+    """The `context` the turn records, so a resume (here or in functai) shows exactly this; None
+    when format 1's default rule says it all."""
 
 
 def shown(
@@ -186,19 +231,24 @@ def shown(
     now: float,
     rule: Rule = Rule(),
     context: Mapping[str, Any] | None = None,
+    covered: Collection[str] = (),
+    sections: Sequence[str] = (),
 ) -> Shown:
     """What a turn after `parent` is shown, for an AI program with these `fields` and `signature`.
 
     `context` is a turn's recorded `context` (`{"turns", "without", "sections"}`): resuming that
-    turn shows exactly it instead of applying the rule again.
+    turn shows exactly it instead of applying the rule again. Otherwise the rule picks among the
+    done turns of the branch that a summary has not `covered`, and `sections` (the summary) are
+    added to the instruction.
     """
     done = [t for t in log.branch(parent) if t.state(now) == "done"]
     if context is not None:
         by_id = {t.id: t for t in done}
         picked = [by_id[tid] for tid in context.get("turns") or [] if tid in by_id]
         without = {k: sorted(v) for k, v in (context.get("without") or {}).items()}
+        sections = [str(text) for text in context.get("sections") or []]
     else:
-        picked = rule.pick(done)
+        picked = rule.pick([t for t in done if t.id not in covered] if covered else done)
         without = {}
         for t in picked:
             gone = sorted((set(t.inputs) | set(t.outputs)) & set(rule.without))
@@ -220,12 +270,18 @@ def shown(
         if entry is not None:
             saw.append(entry)
             exchanges.append(exchange)
+    without = {k: v for k, v in without.items() if v}
+    record = None
+    if context is None and (sections or covered or rule != Rule()):
+        record = {"turns": [t.id for t in picked], "without": without, "sections": list(sections)}
     return Shown(
         turns=[t.id for t in picked],
         saw=compress(saw, parent, log),
         rows=rows,
         exchanges=exchanges,
-        without={k: v for k, v in without.items() if v},
+        without=without,
+        sections=list(sections),
+        context=record,
     )
 
 

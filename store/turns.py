@@ -15,6 +15,8 @@ from .log import Log
 from .program import Program, check_fields
 from .records import Record, abandoned_record, ended_record, iso, lease_record, stop_record, turn_record, uuid7
 from .rules import Rule, Sends, Shown, View, parent_for, shown, view_head
+from .summary import SummaryRule, section
+from .summary import latest as latest_summary
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +55,8 @@ class TurnRequest:
     rule: Rule = field(default_factory=Rule)
     settings: Mapping[str, Any] = field(default_factory=dict)
     earlier_without: Sequence[str] = ()
+    summary: SummaryRule | None = None
+    """Show older turns as a summary and key facts (made beforehand by `prepare_turn`)."""
 
 
 def check_program(log: Log, program: Program, turn: str | None, earlier_without: Sequence[str] = ()) -> None:
@@ -78,7 +82,7 @@ def begin_turn(
     parent = decided.parent
     check_program(log, program, parent, request.earlier_without)
     tid = turn_id or uuid7()
-    seen = shown(log, parent, fields=program.field_records(), signature=program.signature, now=now, rule=request.rule)
+    seen = shown_for(log, program, parent, request.rule, request.summary, now=now)
     records: list[Record] = []
     if program.version not in log.programs:
         records.append(program.record(at=iso(now)))
@@ -91,11 +95,30 @@ def begin_turn(
             inputs=request.inputs,
             request_id=request.request_id,
             settings=settings or None,
+            context=seen.context,
             at=iso(now),
         )
     )
     records.append(lease_record(tid, attempt=1, now=now))
     return Begin(turn=tid, parent=parent, records=records, expect=log.n, shown=seen)
+
+
+def shown_for(
+    log: Log, program: Program, parent: str | None, rule: Rule, summary: SummaryRule | None, *, now: float
+) -> Shown:
+    """What a new turn after `parent` is shown: the rule over the turns no summary covers, plus the
+    newest summary on the branch as a section of the instruction."""
+    data = latest_summary(log, parent) if summary is not None else None
+    return shown(
+        log,
+        parent,
+        fields=program.field_records(),
+        signature=program.signature,
+        now=now,
+        rule=rule,
+        covered=set(data["turns"]) if data else (),
+        sections=[section(data)] if data else (),
+    )
 
 
 def lmcc(program: Program, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:

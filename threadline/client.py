@@ -321,6 +321,21 @@ class Conversation:
 
     # ----- reading
 
+    async def render(self, *args: Any, lm: str | None = None, **inputs: Any) -> dict[str, Any]:
+        """The exact request the next turn would send (provider JSON), with nothing sent or recorded."""
+        from .views import render, require_program
+
+        send = self._send(self._inputs(args, inputs), request_id="render", lm=lm)
+        return render(self, send, require_program(self), await asyncio.to_thread(self._log))
+
+    async def history(self) -> dict[str, Any]:
+        """The branch as the model sees it: summary, key facts, how many turns are shown verbatim,
+        how many the branch holds, and the conversation's topics."""
+        from .views import history
+
+        log = await asyncio.to_thread(self._log)
+        return history(self, log, view_head(log, self.view))
+
     def _log(self) -> Log:
         folder = self.tl.settings.store_folder(self.config.store)
         return Log(FolderStore(folder).read(self.id))

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         Begun,
         ConversationInput,
         ConversationStatus,
+        PrepareResult,
         RunInput,
         RunResult,
         StopSend,
@@ -77,6 +78,7 @@ class ConversationWorkflow:
         self.stops: deque[StopSend] = deque()
         self.outcomes: OrderedDict[str, TurnOutcome] = OrderedDict((o.request_id, o) for o in input.outcomes)
         self.begun: dict[str, Begun] = {}
+        self.prepared: dict[str, PrepareResult] = {}
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.blocked_on: str | None = None
         self.turns = input.turns
@@ -186,6 +188,7 @@ class ConversationWorkflow:
         if send.request_id in self.outcomes or send.request_id in self.begun:
             self.pending.popleft()  # the same send signalled twice: one turn
             return
+        send = await self._prepared(send)
         try:
             placed = await workflow.execute_activity_method(
                 TurnActivities.begin_turn,
@@ -212,6 +215,26 @@ class ConversationWorkflow:
             self._finish(placed.outcome)
         else:
             self.tasks[placed.turn] = asyncio.create_task(self._drive(send, placed.turn, placed.kind == "existing"))
+
+    async def _prepared(self, send: TurnSend) -> TurnSend:
+        """With summaries or topics on, prepare the send first (once, however often it waits)."""
+        rule = send.context or self.config.context
+        if rule.summary is None and rule.topics == "off":
+            return send
+        if send.request_id not in self.prepared:
+            try:
+                self.prepared[send.request_id] = await workflow.execute_activity_method(
+                    TurnActivities.prepare_turn,
+                    BeginInput(config=self.config, send=send),
+                    start_to_close_timeout=MODEL_CALL_TIMEOUT,
+                    retry_policy=MODEL_RETRY,
+                    summary="topic and summary",
+                )
+            except ActivityError as err:  # the turn goes on without them, shown by its rule alone
+                workflow.logger.warning("preparing a send failed", extra={"code": turn_error(err).code})
+                self.prepared[send.request_id] = PrepareResult(continue_from=send.continue_from, root=send.root)
+        placed = self.prepared[send.request_id]
+        return send.model_copy(update={"continue_from": placed.continue_from, "root": placed.root})
 
     async def _watch(self, after: int) -> None:
         watch = WatchInput(store=self.config.store, conversation=self.config.conversation, after=after)
@@ -252,6 +275,7 @@ class ConversationWorkflow:
     def _finish(self, outcome: TurnOutcome, *, new: bool = False, inputs: dict[str, object] | None = None) -> None:
         """Record how a send ended; `new` when it made a turn of its own (not a repeated request id)."""
         self.outcomes[outcome.request_id] = outcome
+        self.prepared.pop(outcome.request_id, None)
         while len(self.outcomes) > KEPT_OUTCOMES:
             self.outcomes.popitem(last=False)
         if outcome.turn is not None:

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 import httpx
 
-from activities.models import OfflineModel, Provider
+from activities.models import ModelRequest, OfflineModel, Provider, split_model
 from core.errors import ErrorCode, ThreadlineError
 
 from ._http import MAX_RETRY_AFTER, RETRYABLE_STATUSES, provider_error, retry_after
-from .anthropic import ANTHROPIC_BASE_URL, DEFAULT_MAX_TOKENS, AnthropicProvider
-from .openai import OPENAI_BASE_URL, OpenAIProvider
+from .anthropic import ANTHROPIC_BASE_URL, DEFAULT_MAX_TOKENS, AnthropicProvider, messages_body
+from .openai import OPENAI_BASE_URL, OpenAIProvider, chat_body
 
 __all__ = [
     "ANTHROPIC_BASE_URL",
@@ -33,6 +33,7 @@ __all__ = [
     "build_providers",
     "new_http_client",
     "provider_error",
+    "request_body",
     "retry_after",
 ]
 
@@ -47,6 +48,21 @@ class ProviderSettings(Protocol):
     def offline_delay_s(self) -> float:
         """Seconds the offline model spends per reply."""
         ...
+
+
+def request_body(model: str, request: ModelRequest, *, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The JSON body the provider of `model` would be sent for `request` (what `render` shows)."""
+    prefix, _ = split_model(model)
+    if prefix == "openai":
+        return chat_body(request)
+    if prefix == "anthropic":
+        return messages_body(request, max_tokens=_max_tokens(os.environ if env is None else env))
+    return {
+        "model": request.model,
+        "instruction": request.instruction,
+        "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+        "outputs": [dict(f) for f in request.outputs],
+    }
 
 
 def new_http_client() -> httpx.AsyncClient:

@@ -1,0 +1,108 @@
+"""Preparing a send before it is placed: topic classification and summaries, each a model call
+whose result is kept in the log first, so a retry or a resume never pays for it again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from core.errors import ThreadlineError
+from core.models import ContextRule, ConversationConfig, PrepareResult, TurnSend
+from store.log import Log
+from store.program import Program
+from store.records import entry_record
+from store.rules import parent_for, view_head
+from store.summary import KIND as SUMMARY
+from store.summary import PLUGIN as THREADLINE
+from store.summary import SUMMARISER, SummaryRule, due, summariser_inputs, summary_data
+from store.topics import CLASSIFIER, classified, current_label, topics
+
+from .conversation import LogView, now
+from .models import Providers, build_request, render_values
+from .sends import view_of
+
+log = structlog.get_logger(__name__)
+
+
+class Preparer:
+    """Topic and summary work for one send."""
+
+    def __init__(self, conversation: LogView, providers: Providers, model: str) -> None:
+        self.conversation = conversation
+        self.providers = providers
+        self.model = model
+
+    async def ask(self, program: Program, inputs: dict[str, Any], model: str | None, purpose: str) -> dict[str, Any]:
+        """One model call of a built-in program; its outputs, checked."""
+        provider, name = self.providers.resolve(model or self.model)
+        log.info("model.requested", purpose=purpose, model=model or self.model)
+        reply = await provider.complete(build_request(program, [], inputs, model=name))
+        return program.validate_outputs(reply.outputs)
+
+    async def prepare(self, config: ConversationConfig, send: TurnSend) -> PrepareResult:
+        """Classify the message's topic (placing it under `branch`), then bring the summary up to date."""
+        rule = send.context or config.context
+        result = PrepareResult(continue_from=send.continue_from, root=send.root)
+        if rule.topics != "off":
+            result = await self._topic(rule, send, result)
+        if rule.summary is not None:
+            placed = send.model_copy(update={"continue_from": result.continue_from, "root": result.root})
+            summary = SummaryRule(after=rule.summary.after, keep=rule.summary.keep)
+            await self._summarise(placed, config, summary, rule.summary.model)
+        return result
+
+    async def _topic(self, rule: ContextRule, send: TurnSend, result: PrepareResult) -> PrepareResult:
+        current = await self.conversation.read()
+        data = classified(current, send.request_id)
+        if data is None:
+            head = view_head(current, view_of(send))
+            inputs = {
+                "message": render_values(send.inputs),
+                "current": current_label(current, head),
+                "topics": [str(t["label"]) for t in topics(current)],
+            }
+            outputs = await self.ask(CLASSIFIER, inputs, rule.topic_model or send.lm, "topic")
+            data = {"request_id": send.request_id, "shift": outputs["shift"], "label": outputs["result"]}
+            data["confidence"] = outputs["confidence"]
+            await self.conversation.append([entry_record(THREADLINE, "topic", data)])
+        if rule.topics != "branch" or send.continue_from:
+            return result.model_copy(update={"topic": data})
+        return result.model_copy(update={"topic": data, **_placement(await self.conversation.read(), data)})
+
+    async def _summarise(
+        self, send: TurnSend, config: ConversationConfig, rule: SummaryRule, model: str | None
+    ) -> None:
+        current = await self.conversation.read()
+        parent = _likely_parent(current, send, config)
+        done = [t for t in current.branch(parent) if t.state(now()) == "done"]
+        previous, fold = due(current, done, rule, parent)
+        if not fold:
+            return
+        outputs = await self.ask(
+            SUMMARISER, summariser_inputs(previous, fold), model or send.lm or config.lm, "summary"
+        )
+        data = summary_data(previous, fold, str(outputs["result"]), [str(f) for f in outputs["facts"]])
+        await self.conversation.append([entry_record(THREADLINE, SUMMARY, data, turn=fold[-1].id)])
+        log.info("summary.extended", turns=len(data["turns"]), folded=len(fold), facts=len(data["facts"]))
+
+
+def _placement(current: Log, data: dict[str, Any]) -> dict[str, Any]:
+    """Under `branch`: a new topic starts a root; a return continues that topic's latest turn."""
+    if data.get("shift") == "new":
+        return {"root": True, "continue_from": None}
+    if data.get("shift") == "return":
+        latest = next((t["latest"] for t in topics(current) if t["label"] == data.get("label")), None)
+        if latest is not None and current.turns[latest].state(now()) == "done":
+            return {"root": False, "continue_from": latest}
+    return {}
+
+
+def _likely_parent(current: Log, send: TurnSend, config: ConversationConfig) -> str | None:
+    """The turn the send will most likely continue (the running head's nearest done turn if busy)."""
+    head = view_head(current, view_of(send))
+    try:
+        decided = parent_for(current, head, send.sends or config.sends, now())
+    except ThreadlineError:  # a refusal is begin_turn's to report; summarise the head's branch
+        return current.nearest_done(head, now())
+    return decided.parent if decided.waits is None else current.nearest_done(decided.waits, now())

@@ -1,0 +1,58 @@
+"""Topic tracking over the record log: each message's topic is an `entry` (plugin `threadline`,
+kind `topic`) with its request id, so a topic's turns are found through the log's request ids
+and branches stay the saved contexts: nothing is copied.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from .log import Log
+from .program import Program
+from .rules import entries
+
+PLUGIN = "threadline"
+KIND = "topic"
+
+Shift = Literal["continuation", "refinement", "new", "return"]
+
+CLASSIFIER = Program.define(
+    "classify_topic",
+    "Decide how the new message relates to the conversation so far: a continuation of the current "
+    "topic, a refinement of it, a new topic, or a return to one of the earlier topics listed. Give "
+    "the topic a short label (reuse an earlier label exactly when the message returns to it) and "
+    "your confidence from 0 to 1.",
+    inputs={"message": str, "current": str, "topics": list[str]},
+    outputs={"shift": Shift, "confidence": float, "result": str},
+)
+
+
+def topic_entries(log: Log) -> list[dict[str, Any]]:
+    """Every topic entry's data, oldest first."""
+    return [e["data"] for e in entries(log, PLUGIN, KIND, None) if isinstance(e["data"], dict)]
+
+
+def classified(log: Log, request_id: str) -> dict[str, Any] | None:
+    """The topic already recorded for `request_id` (a retry pays for no second classification)."""
+    return next((d for d in topic_entries(log) if d.get("request_id") == request_id), None)
+
+
+def topics(log: Log) -> list[dict[str, Any]]:
+    """The conversation's topics in order of first appearance: label, turns, latest turn."""
+    found: dict[str, dict[str, Any]] = {}
+    for data in topic_entries(log):
+        label = str(data.get("label") or "")
+        turn = log.request_ids.get(str(data.get("request_id")))
+        topic = found.setdefault(label, {"label": label, "turns": [], "latest": None})
+        if turn is not None:
+            topic["turns"].append(turn)
+            topic["latest"] = turn
+    return list(found.values())
+
+
+def current_label(log: Log, head: str | None) -> str:
+    """The topic of the head turn, if it has one."""
+    for topic in topics(log):
+        if head is not None and head in topic["turns"]:
+            return str(topic["label"])
+    return ""
