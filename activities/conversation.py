@@ -22,11 +22,13 @@ class LogView:
         self.store = store
         self.conversation = conversation
         self.log = Log()
+        self._reading = asyncio.Lock()  # views are shared by activities: apply each record once
 
     async def read(self) -> Log:
         """Apply the records appended since the last read."""
-        records = await asyncio.to_thread(self.store.read, self.conversation, self.log.n)
-        self.log.apply(records)
+        async with self._reading:
+            records = await asyncio.to_thread(self.store.read, self.conversation, self.log.n)
+            self.log.apply(records)
         return self.log
 
     async def append(self, records: Sequence[Record], *, expect: int | None = None) -> int:

@@ -8,6 +8,7 @@ each is idempotent: a retry finds what its earlier attempt appended and does not
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Mapping
 
 import structlog
@@ -41,6 +42,8 @@ from .sends import rule_of, summary_of, view_of
 log = structlog.get_logger(__name__)
 
 MAX_INPUT_BYTES = 1 << 20
+VIEWS_KEPT = 1024
+"""Conversations whose parsed log a worker keeps between activities (least recently used go)."""
 
 
 class TurnActivities:
@@ -64,6 +67,7 @@ class TurnActivities:
         streams: Mapping[str, StreamLog] | None = None,
     ) -> None:
         self.stores = dict(stores)
+        self._views: OrderedDict[tuple[str, str], LogView] = OrderedDict()
         self.streams = dict(streams or {})
         self.programs = dict(programs)
         self.providers = providers
@@ -84,8 +88,16 @@ class TurnActivities:
         return self.programs[name]
 
     def view(self, store: str, conversation: str) -> LogView:
-        """A fresh incremental view of one conversation."""
-        return LogView(self.store(store), conversation)
+        """This worker's incremental view of one conversation: each activity reads only what is new."""
+        key = (store, conversation)
+        found = self._views.get(key)
+        if found is None:
+            found = self._views[key] = LogView(self.store(store), conversation)
+            while len(self._views) > VIEWS_KEPT:
+                self._views.popitem(last=False)
+        else:
+            self._views.move_to_end(key)
+        return found
 
     @activity.defn(name="begin_turn")
     async def begin_turn(self, input: BeginInput) -> BeginResult:

@@ -95,6 +95,13 @@ class Threadline:
         self.client = client
         self.settings = settings
         self.search_attributes = search_attributes
+        self._stores: dict[str, FolderStore] = {}
+
+    def store(self, name: str) -> FolderStore:
+        """The store named `name`, read-only here: clients never append (workers do)."""
+        if name not in self._stores:
+            self._stores[name] = FolderStore(self.settings.store_folder(name))
+        return self._stores[name]
 
     def conversation(
         self,
@@ -165,6 +172,7 @@ class Conversation:
         self.tl = tl
         self.config = config
         self.view = view or View()
+        self._cache = Log()
 
     @property
     def id(self) -> str:
@@ -337,8 +345,9 @@ class Conversation:
         return history(self, log, view_head(log, self.view))
 
     def _log(self) -> Log:
-        folder = self.tl.settings.store_folder(self.config.store)
-        return Log(FolderStore(folder).read(self.id))
+        """The conversation's log, read incrementally (only what was appended since the last read)."""
+        self._cache.apply(self.tl.store(self.config.store).read(self.id, self._cache.n))
+        return self._cache
 
     async def turns(self, all: bool = False) -> list[Turn]:
         """The turns from the first to this view's head (`all`: every turn of every branch)."""

@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         WatchInput,
     )
 
+    from ._details import current_details, slim
     from .attributes import STATE_KEY, TURNS_KEY
 
 STORE_TIMEOUT = timedelta(seconds=30)
@@ -55,6 +56,9 @@ MODEL_RETRY = RetryPolicy(
 )
 FOLLOW_TIMEOUT = timedelta(hours=2)
 KEPT_OUTCOMES = 200
+CARRIED_OUTCOMES = 20
+"""Recent outcomes continue-as-new carries, without outputs; older request ids are found in the log."""
+ATTRIBUTES_EVERY = timedelta(seconds=10)
 
 A = TypeVar("A")
 R = TypeVar("R")
@@ -84,6 +88,9 @@ class ConversationWorkflow:
         self.turns = input.turns
         self.turns_this_run = 0
         self.last: TurnOutcome | None = input.outcomes[-1] if input.outcomes else None
+        self.active = workflow.now()
+        self.closing = False
+        self.published = workflow.now() - ATTRIBUTES_EVERY
 
     @workflow.signal(name="turn")
     def turn(self, send: TurnSend) -> None:
@@ -143,23 +150,38 @@ class ConversationWorkflow:
     @workflow.run
     async def run(self, input: ConversationInput) -> str:
         """Place sends in order, carry out stops, and close when idle (reopened by the next signal)."""
+        clock = asyncio.create_task(self._idle_clock())
         while True:
-            if not self._idle():
-                await workflow.wait_condition(lambda: self._has_work() or self._idle())
-            try:
-                timeout = timedelta(seconds=self.config.idle_timeout_s)
-                await workflow.wait_condition(self._has_work, timeout=timeout, timeout_summary="idle close")
-            except TimeoutError:
+            await workflow.wait_condition(lambda: self._has_work() or (self.closing and self._idle()))
+            if self.closing and self._idle() and not self._has_work():
                 if await self._drained():
                     workflow.logger.info("conversation closed after being idle")
+                    self._publish(force=True)
                     return "idle"
+                self.closing = False
+                clock = asyncio.create_task(self._idle_clock())
                 continue
+            if clock.done():  # it fired while work arrived: keep counting from now
+                self.closing = False
+                clock = asyncio.create_task(self._idle_clock())
             if self.stops:
                 await self._stop(self.stops.popleft())
             elif self.pending and self.blocked_on is None:
                 await self._admit(self.pending[0])
             elif self._time_to_continue() and await self._drained():
+                self._publish(force=True)
                 workflow.continue_as_new(self._carried())
+
+    async def _idle_clock(self) -> None:
+        """One durable timer per idle period (not one per turn): sleep until the conversation has
+        had nothing to do for its idle time, then ask the main loop to close."""
+        limit = timedelta(seconds=self.config.idle_timeout_s)
+        while True:
+            left = limit - (workflow.now() - self.active) if self._idle() else limit
+            if left <= timedelta(0):
+                self.closing = True
+                return
+            await workflow.sleep(left, summary="idle close")
 
     def _idle(self) -> bool:
         return not (self.pending or self.stops or self.tasks)
@@ -179,7 +201,7 @@ class ConversationWorkflow:
         return not (self.pending or self.stops or self.tasks)
 
     def _carried(self) -> ConversationInput:
-        recent = list(self.outcomes.values())[-KEPT_OUTCOMES // 2 :]
+        recent = [slim(o) for o in list(self.outcomes.values())[-CARRIED_OUTCOMES:]]
         return ConversationInput(config=self.config, pending=list(self.pending), outcomes=recent, turns=self.turns)
 
     # ----- placing sends
@@ -190,14 +212,15 @@ class ConversationWorkflow:
             return
         send = await self._prepared(send)
         try:
-            placed = await workflow.execute_activity_method(
+            # Local: a fast append on this worker, so placing costs no extra workflow task.
+            placed = await workflow.execute_local_activity_method(
                 TurnActivities.begin_turn,
                 BeginInput(config=self.config, send=send),
                 start_to_close_timeout=STORE_TIMEOUT,
                 retry_policy=STORE_RETRY,
                 summary=f"place send {send.request_id[:13]}",
             )
-        except ActivityError as err:
+        except (ActivityError, ApplicationError) as err:  # a local activity's failure comes unwrapped
             self.pending.popleft()
             self._finish(TurnOutcome(request_id=send.request_id, state="refused", error=turn_error(err)))
             return
@@ -286,20 +309,20 @@ class ConversationWorkflow:
             self.turns += 1
             self.turns_this_run += 1
         self.last = outcome
-        self._show(inputs)
+        self.active = workflow.now()
+        workflow.set_current_details(current_details(self.turns, outcome, inputs))
+        self._publish()
 
-    def _show(self, inputs: dict[str, object] | None = None) -> None:
-        """The UI's current details (the latest exchange, markdown) and the search attributes."""
-        last = self.last
-        if last is not None:
-            lines = [f"### Turn {self.turns}: {last.state}", f"`{last.turn or 'not placed'}`", ""]
-            lines += [f"**{name}:** {str(value)[:400]}" for name, value in (inputs or {}).items()]
-            lines += [f"**{name}:** {str(value)[:400]}" for name, value in (last.outputs or {}).items()]
-            lines += [f"**error:** `{last.error.code}` {last.error.message}"] if last.error else []
-            workflow.set_current_details("\n\n".join(lines))
-        if self.config.search_attributes:
-            state = "running" if self.tasks else "idle"
-            workflow.upsert_search_attributes([STATE_KEY.value_set(state), TURNS_KEY.value_set(self.turns)])
+    def _publish(self, *, force: bool = False) -> None:
+        """Upsert the search attributes, at most every 10 s of workflow time (each is a visibility
+        write), and always before the run closes or continues as new."""
+        if not self.config.search_attributes:
+            return
+        if not force and workflow.now() - self.published < ATTRIBUTES_EVERY:
+            return
+        state = "running" if self.tasks or self.pending else "idle"
+        workflow.upsert_search_attributes([STATE_KEY.value_set(state), TURNS_KEY.value_set(self.turns)])
+        self.published = workflow.now()
 
     # ----- stops
 
@@ -327,15 +350,23 @@ class ConversationWorkflow:
     async def _store_call(
         self, method: Callable[[TurnActivities, A], Awaitable[R]], arg: A, *, heartbeat: bool = False
     ) -> R:
-        """A store activity; a coded failure is raised as `ApplicationError(type=code)` for updates."""
+        """A store activity; a coded failure is raised as `ApplicationError(type=code)` for updates.
+
+        Quick ones run as local activities (on this worker, within the workflow task); one that
+        waits on another writer (`heartbeat`) is a regular activity with a heartbeat timeout.
+        """
         try:
+            if not heartbeat:
+                return await workflow.execute_local_activity_method(
+                    method, arg, start_to_close_timeout=STORE_TIMEOUT, retry_policy=STORE_RETRY
+                )
             return await workflow.execute_activity_method(
                 method,
                 arg,
-                start_to_close_timeout=FOLLOW_TIMEOUT if heartbeat else STORE_TIMEOUT,
-                heartbeat_timeout=timedelta(seconds=10) if heartbeat else None,
+                start_to_close_timeout=FOLLOW_TIMEOUT,
+                heartbeat_timeout=timedelta(seconds=10),
                 retry_policy=STORE_RETRY,
             )
-        except ActivityError as err:
+        except (ActivityError, ApplicationError) as err:  # a local activity's failure comes unwrapped
             error = turn_error(err)
             raise ApplicationError(error.message, type=error.code, non_retryable=True) from None
