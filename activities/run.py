@@ -135,7 +135,8 @@ class TurnRun:
             claimed = await self.conversation.append_if(self.turn, self._claim)
             if claimed.attempt != self.owned:
                 return RunResult(kind="yielded", attempt=claimed.attempt)
-        activity.heartbeat({"attempt": self.owned})
+        if self.owned > 1:  # a retry must learn of the claim even if this try dies at once
+            activity.heartbeat({"attempt": self.owned})
         return None
 
     def _claim(self, log: Log, t: Turn) -> list[Record] | None:

@@ -109,6 +109,9 @@ class Log:
         self.request_ids: dict[str, str] = {}
         self.programs: dict[str, Record] = {}
         self.entries: list[Record] = []
+        self.expanded: dict[str, list[Record]] = {}
+        """What each ended turn saw, `saw_of` expanded (filled by `rules.expand`): without it every
+        new turn would walk the whole chain of `saw_of` back to the first turn."""
         self.apply(records)
 
     def apply(self, records: Iterable[Record]) -> None:

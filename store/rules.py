@@ -190,7 +190,10 @@ class Rule:
 
 
 def estimate_tokens(value: Any) -> int:
-    """A rough token count of a JSON value: four characters a token."""
+    """A rough token count of what a model is shown of a value: four characters a token (the
+    values of a mapping, as messages show them, not its keys)."""
+    if isinstance(value, Mapping):
+        return sum(estimate_tokens(v) for v in value.values())
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return (len(text) + 3) // 4
 
@@ -336,6 +339,8 @@ def expand(log: Log, turn: str, following: tuple[str, ...] = ()) -> list[Record]
     t = log.turns.get(turn)
     if t is None:
         raise ValueError(f"turn {turn} is not recorded")
+    if turn in log.expanded:
+        return [dict(e) for e in log.expanded[turn]]
     out: list[Record] = []
     for i, entry in enumerate(t.saw):
         if isinstance(entry, Mapping) and "saw_of" in entry:
@@ -347,4 +352,6 @@ def expand(log: Log, turn: str, following: tuple[str, ...] = ()) -> list[Record]
             out.append(copy.deepcopy(dict(entry)))
         else:
             raise ValueError(f"turn {turn} was shown something this reader does not know")
+    if t.ended is not None:  # an ended turn's saw never changes (the first `ended` wins): keep it
+        log.expanded[turn] = [dict(e) for e in out]
     return out

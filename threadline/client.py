@@ -195,7 +195,14 @@ class Conversation:
         Raises:
             ThreadlineError: when it was refused, or ended other than `done` (`turn-state`).
         """
-        turn = await (await self.send(*args, request_id=request_id, **inputs)).result()
+        # No `begun` round trip: the caller wants the answer, and one update per turn is cheaper.
+        send = self._send(self._inputs(args, inputs), request_id=request_id, lm=None)
+        await self.signal(send)
+        outcome = await self.outcome(send.request_id)
+        if outcome.turn is None:
+            raise ThreadlineError(ErrorCode.TURN_STATE, f"the send was {outcome.state} before it was placed")
+        self._follow(outcome.turn)
+        turn = await self.turn(outcome.turn)
         if turn.state != "done":
             code = (turn.error or {}).get("code") or ErrorCode.TURN_STATE
             raise ThreadlineError(code, f"turn {turn.id} ended {turn.state}", turn=turn.id)
@@ -211,9 +218,13 @@ class Conversation:
             raise from_failure(err) from None
         if placed.error is not None:
             raise ThreadlineError(placed.error.code, placed.error.message)
-        if placed.turn is not None and self.view.pinned != placed.turn:
-            self.view = View(pinned=placed.turn)  # a view that sent follows its own branch
+        if placed.turn is not None:
+            self._follow(placed.turn)
         return TurnHandle(placed.turn, placed.parent, send.request_id, self)
+
+    def _follow(self, turn: str) -> None:
+        """A view that sent follows its own branch (format-1.md 4.3)."""
+        self.view = View(pinned=turn)
 
     async def signal(self, send: TurnSend | StopSend) -> None:
         """Deliver a `turn` or `stop` with signal-with-start (the conversation reopens if it had closed)."""
