@@ -78,6 +78,7 @@ def build_worker(
         workflows=[ConversationWorkflow],
         activities=[
             activities.prepare_turn,
+            activities.summarise_branch,
             activities.begin_turn,
             activities.run_turn,
             activities.follow_turn,

@@ -7,15 +7,14 @@ from typing import Any
 
 import structlog
 
-from core.errors import ThreadlineError
 from core.models import ContextRule, ConversationConfig, PrepareResult, TurnSend
 from store.log import Log
 from store.program import Program
 from store.records import entry_record
-from store.rules import parent_for, view_head
+from store.rules import view_head
 from store.summary import KIND as SUMMARY
 from store.summary import PLUGIN as THREADLINE
-from store.summary import SUMMARISER, SummaryRule, due, summariser_inputs, summary_data
+from store.summary import SUMMARISER, SummaryRule, due, latest, summariser_inputs, summary_data
 from store.topics import CLASSIFIER, classified, current_label, topics
 
 from .conversation import LogView, now
@@ -41,16 +40,33 @@ class Preparer:
         return program.validate_outputs(reply.outputs)
 
     async def prepare(self, config: ConversationConfig, send: TurnSend) -> PrepareResult:
-        """Classify the message's topic (placing it under `branch`), then bring the summary up to date."""
+        """Classify the message's topic, placing it by topic under `branch`."""
         rule = send.context or config.context
         result = PrepareResult(continue_from=send.continue_from, root=send.root)
-        if rule.topics != "off":
-            result = await self._topic(rule, send, result)
-        if rule.summary is not None:
-            placed = send.model_copy(update={"continue_from": result.continue_from, "root": result.root})
-            summary = SummaryRule(after=rule.summary.after, keep=rule.summary.keep)
-            await self._summarise(placed, config, summary, rule.summary.model)
-        return result
+        return await self._topic(rule, send, result) if rule.topics != "off" else result
+
+    async def summarise(self, config: ConversationConfig, send: TurnSend, turn: str) -> None:
+        """After `turn` ended: fold the older turns of its branch into the summary, if one is due.
+
+        Done after the answer, not before the next turn: no turn waits for a summary, and the next
+        turn on this branch finds it ready (or, if it comes first, the previous one).
+        """
+        chosen = (send.context or config.context).summary
+        if chosen is None:
+            return
+        current = await self.conversation.read()
+        done = [t for t in current.branch(turn) if t.state(now()) == "done"]
+        previous, fold = due(current, done, SummaryRule(after=chosen.after, keep=chosen.keep), turn)
+        if not fold:
+            return
+        model = chosen.model or send.lm or config.lm
+        outputs = await self.ask(SUMMARISER, summariser_inputs(previous, fold), model, "summary")
+        data = summary_data(previous, fold, str(outputs["result"]), [str(f) for f in outputs["facts"]])
+        current = await self.conversation.read()
+        if latest(current, turn) != previous:
+            return  # another worker extended it meanwhile: keep theirs, pay nothing more
+        await self.conversation.append([entry_record(THREADLINE, SUMMARY, data, turn=fold[-1].id)])
+        log.info("summary.extended", turns=len(data["turns"]), folded=len(fold), facts=len(data["facts"]))
 
     async def _topic(self, rule: ContextRule, send: TurnSend, result: PrepareResult) -> PrepareResult:
         current = await self.conversation.read()
@@ -70,22 +86,6 @@ class Preparer:
             return result.model_copy(update={"topic": data})
         return result.model_copy(update={"topic": data, **_placement(await self.conversation.read(), data)})
 
-    async def _summarise(
-        self, send: TurnSend, config: ConversationConfig, rule: SummaryRule, model: str | None
-    ) -> None:
-        current = await self.conversation.read()
-        parent = _likely_parent(current, send, config)
-        done = [t for t in current.branch(parent) if t.state(now()) == "done"]
-        previous, fold = due(current, done, rule, parent)
-        if not fold:
-            return
-        outputs = await self.ask(
-            SUMMARISER, summariser_inputs(previous, fold), model or send.lm or config.lm, "summary"
-        )
-        data = summary_data(previous, fold, str(outputs["result"]), [str(f) for f in outputs["facts"]])
-        await self.conversation.append([entry_record(THREADLINE, SUMMARY, data, turn=fold[-1].id)])
-        log.info("summary.extended", turns=len(data["turns"]), folded=len(fold), facts=len(data["facts"]))
-
 
 def _placement(current: Log, data: dict[str, Any]) -> dict[str, Any]:
     """Under `branch`: a new topic starts a root; a return continues that topic's latest turn."""
@@ -96,13 +96,3 @@ def _placement(current: Log, data: dict[str, Any]) -> dict[str, Any]:
         if latest is not None and current.turns[latest].state(now()) == "done":
             return {"root": False, "continue_from": latest}
     return {}
-
-
-def _likely_parent(current: Log, send: TurnSend, config: ConversationConfig) -> str | None:
-    """The turn the send will most likely continue (the running head's nearest done turn if busy)."""
-    head = view_head(current, view_of(send))
-    try:
-        decided = parent_for(current, head, send.sends or config.sends, now())
-    except ThreadlineError:  # a refusal is begin_turn's to report; summarise the head's branch
-        return current.nearest_done(head, now())
-    return decided.parent if decided.waits is None else current.nearest_done(decided.waits, now())

@@ -145,13 +145,24 @@ class TurnActivities:
 
     @activity.defn(name="prepare_turn")
     async def prepare_turn(self, input: BeginInput) -> PrepareResult:
-        """Before a send is placed: classify its topic (and place it by topic under `branch`), and
-        bring the branch's summary up to date. Both are kept in the log before they are used."""
+        """Before a send is placed: classify its topic (and place it by topic under `branch`). The
+        classification is kept in the log before it is used, so a retry pays for it once."""
         config, send = input.config, input.send
         model = send.lm or config.lm or self.default_model
         preparer = Preparer(self.view(config.store, config.conversation), self.providers, model)
         try:
             return await preparer.prepare(config, send)
+        except ThreadlineError as err:
+            raise to_failure(err) from None
+
+    @activity.defn(name="summarise_branch")
+    async def summarise_branch(self, input: RunInput) -> None:
+        """After a turn ended done: extend its branch's summary if one is due (a model call)."""
+        config, send = input.config, input.send
+        model = send.lm or config.lm or self.default_model
+        preparer = Preparer(self.view(config.store, config.conversation), self.providers, model)
+        try:
+            await preparer.summarise(config, send, input.turn)
         except ThreadlineError as err:
             raise to_failure(err) from None
 

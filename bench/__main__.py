@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-ORDER = ["store", "turns"]
+ORDER = ["store", "turns", "streaming", "context"]
 
 
 def modules() -> list[str]:

@@ -138,6 +138,8 @@ class ConversationStatus(Model):
     pending: int
     turns: int
     turns_this_run: int
+    summarising: int = 0
+    """Summaries being made in the background after a turn."""
     last: TurnOutcome | None = None
 
 

@@ -17,7 +17,7 @@ import asyncio
 import json
 import threading
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
@@ -66,6 +66,8 @@ class FakeProvider:
 
     def __init__(self) -> None:
         self.script: deque[Reply | Failure] = deque()
+        self.answer: Callable[[Received], Reply | Failure | None] | None = None
+        """Chooses the reply for a request by what it asks (None: the next scripted one)."""
         self.requests: list[Received] = []
         self.port = 0
         self._loop = asyncio.new_event_loop()
@@ -117,7 +119,9 @@ class FakeProvider:
         try:
             received = await _read_request(reader)
             self.requests.append(received)
-            item = self.script.popleft() if self.script else Failure(500)
+            item = self.answer(received) if self.answer is not None else None
+            if item is None:
+                item = self.script.popleft() if self.script else Failure(500)
             await _respond(writer, received, item)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away, as a timeout test means it to

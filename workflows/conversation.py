@@ -83,6 +83,7 @@ class ConversationWorkflow:
         self.outcomes: OrderedDict[str, TurnOutcome] = OrderedDict((o.request_id, o) for o in input.outcomes)
         self.begun: dict[str, Begun] = {}
         self.prepared: dict[str, PrepareResult] = {}
+        self.background: set[asyncio.Task[None]] = set()
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.blocked_on: str | None = None
         self.turns = input.turns
@@ -144,6 +145,7 @@ class ConversationWorkflow:
             pending=len(self.pending),
             turns=self.turns,
             turns_this_run=self.turns_this_run,
+            summarising=len(self.background),
             last=self.last,
         )
 
@@ -184,21 +186,21 @@ class ConversationWorkflow:
             await workflow.sleep(left, summary="idle close")
 
     def _idle(self) -> bool:
-        return not (self.pending or self.stops or self.tasks)
+        return not (self.pending or self.stops or self.tasks or self.background)
 
     def _has_work(self) -> bool:
         return bool(self.stops) or (bool(self.pending) and self.blocked_on is None) or self._time_to_continue()
 
     def _time_to_continue(self) -> bool:
-        if self.pending or self.stops or self.tasks:
-            return False
+        if not self._idle():
+            return False  # never leave a turn, a send or a background summary behind
         limit = self.turns_this_run >= self.config.turns_per_run
         return limit or workflow.info().is_continue_as_new_suggested()
 
     async def _drained(self) -> bool:
         """The drain rule: wait for handlers to finish unless new work arrives (which only this run can do)."""
         await workflow.wait_condition(lambda: workflow.all_handlers_finished() or bool(self.pending or self.stops))
-        return not (self.pending or self.stops or self.tasks)
+        return self._idle()
 
     def _carried(self) -> ConversationInput:
         recent = [slim(o) for o in list(self.outcomes.values())[-CARRIED_OUTCOMES:]]
@@ -240,9 +242,8 @@ class ConversationWorkflow:
             self.tasks[placed.turn] = asyncio.create_task(self._drive(send, placed.turn, placed.kind == "existing"))
 
     async def _prepared(self, send: TurnSend) -> TurnSend:
-        """With summaries or topics on, prepare the send first (once, however often it waits)."""
-        rule = send.context or self.config.context
-        if rule.summary is None and rule.topics == "off":
+        """With topics on, classify the send first (once, however often it waits)."""
+        if (send.context or self.config.context).topics == "off":
             return send
         if send.request_id not in self.prepared:
             try:
@@ -251,7 +252,7 @@ class ConversationWorkflow:
                     BeginInput(config=self.config, send=send),
                     start_to_close_timeout=MODEL_CALL_TIMEOUT,
                     retry_policy=MODEL_RETRY,
-                    summary="topic and summary",
+                    summary="topic",
                 )
             except ActivityError as err:  # the turn goes on without them, shown by its rule alone
                 workflow.logger.warning("preparing a send failed", extra={"code": turn_error(err).code})
@@ -283,6 +284,23 @@ class ConversationWorkflow:
                 result = RunResult(kind="ended", outcome=outcome)
         assert result.outcome is not None
         self._finish(result.outcome, new=not follow, inputs=send.inputs)
+        if result.outcome.state == "done" and (send.context or self.config.context).summary is not None:
+            task = asyncio.create_task(self._summarise(send, turn))
+            self.background.add(task)
+            task.add_done_callback(self.background.discard)
+
+    async def _summarise(self, send: TurnSend, turn: str) -> None:
+        """Extend the branch's summary after its turn, off the path of any answer."""
+        try:
+            await workflow.execute_activity_method(
+                TurnActivities.summarise_branch,
+                RunInput(config=self.config, send=send, turn=turn),
+                start_to_close_timeout=MODEL_CALL_TIMEOUT,
+                retry_policy=MODEL_RETRY,
+                summary="summary",
+            )
+        except ActivityError as err:  # the branch goes on with its previous summary
+            workflow.logger.warning("summarising failed", extra={"code": turn_error(err).code})
 
     async def _run(self, send: TurnSend, turn: str, attempt: int) -> RunResult:
         model = send.lm or self.config.lm or "the worker's model"
