@@ -33,6 +33,8 @@ class ErrorCode(StrEnum):
     PROVIDER_UNAVAILABLE = "provider-unavailable"
     PARSE_FAILED = "parse-failed"
     SERVER_UNAVAILABLE = "server-unavailable"
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
     INVALID_REQUEST = "invalid-request"
     INTERNAL = "internal"
 

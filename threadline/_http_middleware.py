@@ -1,0 +1,223 @@
+"""The HTTP service's edge: error answers, bearer keys, and the ASGI middleware every request passes.
+
+The middleware is plain ASGI rather than `BaseHTTPMiddleware`, so nothing is buffered that need
+not be and the turn events stay a stream. From the outside in: `RequestLog`, CORS (when origins are
+set), `Auth`, `BodyLimit`, then the app.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from fastapi import Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.service import RPCError
+
+from core.errors import ErrorCode, ThreadlineError
+
+from .client import from_failure
+
+log = structlog.get_logger("threadline.service")
+
+STATUS: dict[str, int] = {
+    "unauthorized": 401,
+    "forbidden": 403,
+    ErrorCode.CONVERSATION_NOT_FOUND: 404,
+    ErrorCode.TURN_UNKNOWN: 404,
+    ErrorCode.CONVERSATION_BUSY: 409,
+    ErrorCode.STORE_CONFLICT: 409,
+    ErrorCode.INPUT_TOO_LARGE: 413,
+    ErrorCode.CONVERSATION_ID: 422,
+    ErrorCode.CONVERSATION_SIGNATURE: 422,
+    ErrorCode.INPUTS_INVALID: 422,
+    ErrorCode.INVALID_REQUEST: 422,
+    ErrorCode.PROGRAM_UNKNOWN: 422,
+    ErrorCode.STORE_UNKNOWN: 422,
+    ErrorCode.PROVIDER_UNAVAILABLE: 503,
+    ErrorCode.SERVER_UNAVAILABLE: 503,
+}
+"""The HTTP status of each error code; any other code answers 500."""
+
+
+@dataclass(frozen=True, slots=True)
+class APIKey:
+    """A bearer key, good for every store (`stores` None) or only for the stores named."""
+
+    secret: str = field(repr=False)
+    stores: frozenset[str] | None = None
+
+    @classmethod
+    def parse(cls, spec: str) -> APIKey:
+        """A key from `key` or `key:store1+store2`."""
+        secret, scoped, names = spec.strip().partition(":")
+        stores = frozenset(filter(None, (name.strip() for name in names.split("+"))))
+        if not secret or (scoped and not stores):
+            raise ThreadlineError(
+                ErrorCode.INVALID_REQUEST, "an API key is `key` or `key:store1+store2`; fix its setting"
+            )
+        return cls(secret, stores if scoped else None)
+
+    def allows(self, store: str) -> bool:
+        """Whether this key may use `store`."""
+        return self.stores is None or store in self.stores
+
+
+# ----- errors
+
+
+def error_response(err: ThreadlineError) -> JSONResponse:
+    """The answer for `err`: `{"error": {"code", "message"}}` with the status `STATUS` gives its code."""
+    status = STATUS.get(str(err.code), 500)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"error": err.to_dict()}, status_code=status, headers=headers)
+
+
+def as_error(exc: Exception) -> ThreadlineError:
+    """`exc` as a coded error: ours as it is, Temporal's by `from_failure`, anything else `internal`."""
+    if isinstance(exc, ThreadlineError):
+        return exc
+    if isinstance(exc, RequestValidationError):
+        return ThreadlineError(ErrorCode.INVALID_REQUEST, _describe(exc))
+    if isinstance(exc, RPCError | WorkflowUpdateFailedError):
+        return from_failure(exc)
+    return ThreadlineError(ErrorCode.INTERNAL, f"an unexpected {type(exc).__name__}; the service log has the details")
+
+
+def _describe(exc: RequestValidationError) -> str:
+    first: dict[str, Any] = next(iter(exc.errors()), {})
+    if first.get("type") == "json_invalid":
+        return "the body is not valid JSON; send a JSON object"
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    return f"{where}: {first.get('msg', 'invalid')}"  # pydantic's message names the rule, never the value
+
+
+async def on_error(request: Request, exc: Exception) -> Response:
+    """Exception handler: answer any exception as its coded error."""
+    return error_response(as_error(exc))
+
+
+async def on_http_error(request: Request, exc: Exception) -> Response:
+    """Exception handler for Starlette's own errors (no such route, wrong method): they keep their status."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    message = f"{request.method} {request.url.path}: {exc.detail if isinstance(exc, HTTPException) else exc}"
+    return JSONResponse({"error": {"code": ErrorCode.INVALID_REQUEST.value, "message": message}}, status_code=status)
+
+
+# ----- middleware
+
+
+class RequestLog:
+    """Binds a request id (X-Request-ID or a new one) and logs one `http.request` line per request.
+
+    It also answers unexpected exceptions (500 `internal`), so their traceback goes on that same
+    line, with the request id, instead of on a line of uvicorn's without it.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = Headers(scope=scope).get("x-request-id", "")
+        rid = given if 0 < len(given) <= 128 and given.isascii() and given.isprintable() else uuid.uuid4().hex
+        status: int | None = None
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                MutableHeaders(scope=message).append("X-Request-ID", rid)
+            await send(message)
+
+        with structlog.contextvars.bound_contextvars(request_id=rid):
+            start, failure = time.perf_counter(), None
+            try:
+                await self.app(scope, receive, send_with_id)
+            except Exception as exc:  # noqa: BLE001 - answered and logged here, with the request id
+                failure = exc
+                if status is None:  # else a stream broke: nothing more can be sent, uvicorn closes it
+                    await error_response(as_error(exc))(scope, receive, send_with_id)
+            fields = {"method": scope["method"], "path": scope["path"], "status": status or 500}
+            fields["ms"] = round((time.perf_counter() - start) * 1000, 1)
+            if failure is None:
+                log.info("http.request", **fields)
+            else:
+                log.error("http.request", **fields, exc_info=failure)
+
+
+class Auth:
+    """Refuses `/v1/` requests without a configured bearer key (401); puts the key in `request.state.key`."""
+
+    def __init__(self, app: ASGIApp, *, keys: Sequence[APIKey]) -> None:
+        self.app, self.keys = app, tuple(keys)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1/") and self.keys:
+            key = self._match(Headers(scope=scope).get("authorization", ""))
+            if key is None:
+                err = ThreadlineError("unauthorized", "send a valid API key as `Authorization: Bearer <key>`")
+                await error_response(err)(scope, receive, send)
+                return
+            scope.setdefault("state", {})["key"] = key
+        await self.app(scope, receive, send)
+
+    def _match(self, header: str) -> APIKey | None:
+        scheme, _, token = header.partition(" ")
+        given = token.strip().encode()
+        found = None
+        for key in self.keys:  # every key is compared, each in constant time
+            if hmac.compare_digest(key.secret.encode(), given) and scheme.lower() == "bearer":
+                found = key
+        return found
+
+
+class BodyLimit:
+    """Refuses bodies over `limit` bytes (413) by Content-Length, or by counting, before they are parsed."""
+
+    def __init__(self, app: ASGIApp, *, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length, body, more = Headers(scope=scope).get("content-length", ""), bytearray(), True
+        declared = int(length) if length.isdigit() else 0
+        while more and declared <= self.limit and len(body) <= self.limit:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        if more or len(body) > self.limit:
+            err = ThreadlineError(ErrorCode.INPUT_TOO_LARGE, f"the body is over {self.limit} bytes; send less")
+            await error_response(err)(scope, receive, send)
+            return
+        await self.app(scope, _replay(bytes(body), receive), send)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that gives `body` once, then passes later messages (`http.disconnect`) through."""
+    given = False
+
+    async def replay() -> Message:
+        nonlocal given
+        if given:
+            return await receive()
+        given = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay

@@ -1,0 +1,154 @@
+"""The HTTP service: a thin FastAPI adapter over the client API, served by uvicorn.
+
+    app = create_app(await threadline.connect(), keys=["k1", "k2:team"])
+
+`/v1/conversations/...` takes bearer keys; `/health` and `/ready` are open; OpenAPI is at `/docs`.
+Every error is `{"error": {"code", "message"}}`, its status taken from `STATUS`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+import uvicorn
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.middleware.cors import CORSMiddleware
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.service import RPCError
+
+from core.errors import ErrorCode, ThreadlineError
+from core.settings import Settings
+
+from ._http_middleware import STATUS, APIKey, Auth, BodyLimit, RequestLog, on_error, on_http_error
+from ._http_routes import probes, router
+from .client import Threadline, connect
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_MAX_BODY_BYTES = 2 << 20
+SHUTDOWN_GRACE_S = 5
+"""How long a stopping server lets open requests (event streams of long turns) finish before closing them."""
+
+_DESCRIPTION = """\
+Conversations whose turns survive crashes and restarts: each conversation is one Temporal workflow,
+and its turns live in a record log that functai reads too.
+
+Send `Authorization: Bearer <key>` to everything under `/v1/` (unless the service runs open).
+A conversation is created by its first turn; `POST /v1/conversations` only validates and returns
+its handle. Errors are `{"error": {"code", "message"}}`; the status follows the code:
+
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceSettings:
+    """The service's own settings: who may call it, how large a body may be, which origins may read it."""
+
+    keys: tuple[APIKey, ...] = ()
+    """`THREADLINE_API_KEYS` (comma-separated) and `THREADLINE_API_KEYS_FILE` (one per line); none: open."""
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    """`THREADLINE_MAX_BODY_BYTES`: larger request bodies are refused 413 before they are parsed."""
+    cors_origins: tuple[str, ...] = ()
+    """`THREADLINE_CORS_ORIGINS` (comma-separated): browser origins allowed to call the service."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ServiceSettings:
+        """Read the settings from `env` (default: the process environment)."""
+        env = os.environ if env is None else env
+        specs = _items(env.get("THREADLINE_API_KEYS", "").split(","))
+        if env.get("THREADLINE_API_KEYS_FILE"):
+            specs += _key_lines(Path(env["THREADLINE_API_KEYS_FILE"]))
+        raw = env.get("THREADLINE_MAX_BODY_BYTES") or str(DEFAULT_MAX_BODY_BYTES)
+        if not raw.isdigit():
+            raise ThreadlineError(ErrorCode.INVALID_REQUEST, f"THREADLINE_MAX_BODY_BYTES={raw!r} is not a byte count")
+        origins = _items(env.get("THREADLINE_CORS_ORIGINS", "").split(","))
+        return cls(tuple(APIKey.parse(spec) for spec in specs), int(raw), tuple(origins))
+
+
+def _items(items: Iterable[str]) -> list[str]:
+    return [item.strip() for item in items if item.strip() and not item.strip().startswith("#")]
+
+
+def _key_lines(path: Path) -> list[str]:
+    try:
+        return _items(path.read_text(encoding="utf-8").splitlines())
+    except OSError as err:
+        raise ThreadlineError(
+            ErrorCode.INVALID_REQUEST, f"cannot read THREADLINE_API_KEYS_FILE ({err.strerror}); fix the path"
+        ) from None
+
+
+_CORS: dict[str, Any] = {
+    "allow_methods": ["GET", "POST", "DELETE"],
+    "allow_headers": ["Authorization", "Content-Type", "Last-Event-ID", "X-Request-ID"],
+    "expose_headers": ["X-Request-ID", "Location"],
+}
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    config: ServiceSettings = app.state.config
+    if not config.keys:
+        log.warning("service.open", reason="no API keys are set (THREADLINE_API_KEYS): anyone may call it")
+    scoped = sum(key.stores is not None for key in config.keys)
+    log.info("service.started", keys=len(config.keys), scoped=scoped, max_body_bytes=config.max_body_bytes)
+    yield
+
+
+def create_app(
+    tl: Threadline,
+    *,
+    keys: Sequence[APIKey | str] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    cors_origins: Sequence[str] = (),
+) -> FastAPI:
+    """The service's app: `keys` (none: open), a body limit, and the origins CORS allows (none by default)."""
+    parsed = tuple(key if isinstance(key, APIKey) else APIKey.parse(key) for key in keys)
+    codes = "\n".join(f"- `{code}`: {status}" for code, status in STATUS.items())
+    app = FastAPI(
+        title="Threadline",
+        summary="Durable multi-turn LLM conversations on Temporal.",
+        description=f"{_DESCRIPTION}{codes}\n- any other code: 500",
+        lifespan=_lifespan,
+    )
+    app.state.tl, app.state.config = tl, ServiceSettings(parsed, max_body_bytes, tuple(cors_origins))
+    app.include_router(router)
+    app.include_router(probes)
+    for kind in (ThreadlineError, RequestValidationError, RPCError, WorkflowUpdateFailedError):
+        app.add_exception_handler(kind, on_error)
+    app.add_exception_handler(HTTPException, on_http_error)
+    app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.add_middleware(Auth, keys=parsed)
+    if cors_origins:  # outside Auth: browsers send preflight requests without the key
+        app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins), **_CORS)
+    app.add_middleware(RequestLog)  # added last: the outermost, so every answer is logged
+    return app
+
+
+async def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Connect to Temporal and serve the app with uvicorn until SIGINT or SIGTERM."""
+    own = ServiceSettings.from_env()
+    tl = await connect(settings)
+    app = create_app(tl, keys=own.keys, max_body_bytes=own.max_body_bytes, cors_origins=own.cors_origins)
+    # No access log (RequestLog writes one line per request) and uvicorn's records go through core.logs.
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=False,
+        ws="none",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+    )
+    await uvicorn.Server(config).serve()
+
+
+__all__ = ["STATUS", "APIKey", "ServiceSettings", "create_app", "serve"]
