@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import functools
 import json
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -22,8 +25,13 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from core.settings import Settings
+from store.folder import FolderStore
+from store.records import entry_record
+from tests.conftest import slow
+from threadline._format import short_id
 from threadline.client import Threadline, workflow_id
 from threadline.devserver import free_port
+from threadline.turns import Turn
 from worker import build_worker
 
 SLOW_REPLY_S = 3.0
@@ -42,10 +50,12 @@ def _cli_env(settings: Settings) -> dict[str, str]:
     return clean_env(temporal_address=settings.address, data=str(settings.data), task_queue=settings.task_queue)
 
 
-async def threadline(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """Run `python -m threadline ARGS` without blocking the loop the in-process worker runs on."""
+async def threadline(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """Run `python -m threadline ARGS` (with `stdin` piped in) without blocking the in-process worker's loop."""
     command = [sys.executable, "-m", "threadline", *args]
-    return await asyncio.to_thread(subprocess.run, command, env=env, capture_output=True, text=True, timeout=30)
+    return await asyncio.to_thread(
+        subprocess.run, command, env=env, input=stdin, capture_output=True, text=True, timeout=30
+    )
 
 
 async def threadline_json(env: dict[str, str], *args: str, status: int = 0) -> Any:
@@ -90,10 +100,10 @@ async def terminate(process: asyncio.subprocess.Process) -> int:
     return process.returncode
 
 
-async def test_send_waits_and_prints_the_outcome(cli_env: dict[str, str], worker: Worker) -> None:
+async def test_send_waits_and_prints_the_outcome(cli_env: dict[str, str], worker: Worker, cid: str) -> None:
     """`send` waits for the turn and prints its id, parent, state and answer."""
-    first = await threadline_json(cli_env, "send", "cli-alex", "Hi, I'm Alex.")
-    second = await threadline(cli_env, "send", "cli-alex", "What is 1/2 + 1/3?")
+    first = await threadline_json(cli_env, "send", cid, "Hi, I'm Alex.")
+    second = await threadline(cli_env, "send", cid, "What is 1/2 + 1/3?")
 
     assert ("done", None) == (first["state"], first["parent"])
     assert "You said: Hi, I'm Alex." in first["result"]
@@ -104,26 +114,26 @@ async def test_send_waits_and_prints_the_outcome(cli_env: dict[str, str], worker
 
 
 async def test_send_without_waiting_prints_the_placed_turn(
-    cli_env: dict[str, str], worker: Worker, tl: Threadline
+    cli_env: dict[str, str], worker: Worker, tl: Threadline, cid: str
 ) -> None:
     """`send --no-wait` returns once the turn is placed; the turn then ends as usual."""
-    placed = await threadline_json(cli_env, "--json", "send", "nowait", "Hello", "--no-wait", "--request-id", "r-1")
+    placed = await threadline_json(cli_env, "--json", "send", cid, "Hello", "--no-wait", "--request-id", "r-1")
 
-    outcome = await tl.conversation("tutor", "nowait").outcome("r-1")
+    outcome = await tl.conversation("tutor", cid).outcome("r-1")
 
     assert (placed["turn"], "done") == (outcome.turn, outcome.state)
     assert placed["parent"] is None
 
 
-async def test_send_from_branches_and_head_picks_the_branch(cli_env: dict[str, str], worker: Worker) -> None:
+async def test_send_from_branches_and_head_picks_the_branch(cli_env: dict[str, str], worker: Worker, cid: str) -> None:
     """`--from` continues after an earlier turn; `head` moves the head; `turns --all` shows every branch."""
-    first = await threadline_json(cli_env, "send", "branchy", "one")
-    second = await threadline_json(cli_env, "send", "branchy", "two")
-    branch = await threadline_json(cli_env, "send", "branchy", "two again", "--from", first["turn"])
+    first = await threadline_json(cli_env, "send", cid, "one")
+    second = await threadline_json(cli_env, "send", cid, "two")
+    branch = await threadline_json(cli_env, "send", cid, "two again", "--from", first["turn"])
 
-    head = await threadline_json(cli_env, "head", "branchy", second["turn"])
-    listed = await threadline_json(cli_env, "turns", "branchy")
-    every = await threadline_json(cli_env, "turns", "branchy", "--all")
+    head = await threadline_json(cli_env, "head", cid, second["turn"])
+    listed = await threadline_json(cli_env, "turns", cid)
+    every = await threadline_json(cli_env, "turns", cid, "--all")
 
     assert first["turn"] == branch["parent"]
     assert second["turn"] == head["head"]
@@ -131,11 +141,11 @@ async def test_send_from_branches_and_head_picks_the_branch(cli_env: dict[str, s
     assert {first["turn"], second["turn"], branch["turn"]} == {turn["id"] for turn in every["turns"]}
 
 
-async def test_turns_prints_an_aligned_table_without_colour(cli_env: dict[str, str], worker: Worker) -> None:
+async def test_turns_prints_an_aligned_table_without_colour(cli_env: dict[str, str], worker: Worker, cid: str) -> None:
     """Piped, `turns` prints a header and one row per turn in aligned columns, with no escape codes."""
-    sent = await threadline_json(cli_env, "send", "table", "first line\nsecond line")
+    sent = await threadline_json(cli_env, "send", cid, "first line\nsecond line")
 
-    listed = await threadline(cli_env, "turns", "table")
+    listed = await threadline(cli_env, "turns", cid)
 
     header, row = listed.stdout.splitlines()
     assert ["TURN", "PARENT", "STATE", "INPUT", "RESULT"] == header.split()
@@ -145,31 +155,29 @@ async def test_turns_prints_an_aligned_table_without_colour(cli_env: dict[str, s
 
 
 async def test_stop_ends_a_running_turn(
-    cli_env: dict[str, str], client: Client, settings: Settings, tl: Threadline
+    cli_env: dict[str, str], client: Client, settings: Settings, tl: Threadline, cid: str
 ) -> None:
     """`stop ID TURN` stops a turn that is still running."""
     async with build_worker(client, dataclasses.replace(settings, offline_delay_s=SLOW_REPLY_S)):
-        placed = await threadline_json(cli_env, "send", "slow", "Take your time.", "--no-wait", "--request-id", "r-1")
+        placed = await threadline_json(cli_env, "send", cid, "Take your time.", "--no-wait", "--request-id", "r-1")
 
-        stopped = await threadline_json(cli_env, "stop", "slow", placed["turn"])
-        outcome = await tl.conversation("tutor", "slow").outcome("r-1")
+        stopped = await threadline_json(cli_env, "stop", cid, placed["turn"])
+        outcome = await tl.conversation("tutor", cid).outcome("r-1")
 
     assert placed["turn"] == stopped["stop"]
     assert "stopped" == outcome.state
 
 
 async def test_refused_send_exits_1_with_its_code(
-    cli_env: dict[str, str], client: Client, settings: Settings, tl: Threadline
+    cli_env: dict[str, str], client: Client, settings: Settings, tl: Threadline, cid: str
 ) -> None:
     """With `--sends refuse`, a send while a turn runs prints `conversation-busy` and exits 1."""
     async with build_worker(client, dataclasses.replace(settings, offline_delay_s=SLOW_REPLY_S)):
-        await threadline_json(
-            cli_env, "send", "busy", "First.", "--sends", "refuse", "--no-wait", "--request-id", "r-1"
-        )
+        await threadline_json(cli_env, "send", cid, "First.", "--sends", "refuse", "--no-wait", "--request-id", "r-1")
 
-        refused = await threadline_json(cli_env, "send", "busy", "Second.", "--sends", "refuse", status=1)
-        await threadline_json(cli_env, "stop", "busy")
-        outcome = await tl.conversation("tutor", "busy").outcome("r-1")
+        refused = await threadline_json(cli_env, "send", cid, "Second.", "--sends", "refuse", status=1)
+        await threadline_json(cli_env, "stop", cid)
+        outcome = await tl.conversation("tutor", cid).outcome("r-1")
 
     assert "conversation-busy" == refused["error"]["code"]
     assert "stopped" == outcome.state
@@ -196,6 +204,191 @@ async def test_bad_input_is_refused_before_anything_is_recorded(
     assert not list(settings.data.glob("**/*.jsonl"))
     with pytest.raises(RPCError):
         await client.get_workflow_handle(workflow_id("default", args[1])).describe()
+
+
+async def test_render_shows_the_earlier_turns_and_records_nothing(
+    cli_env: dict[str, str], worker: Worker, tl: Threadline, settings: Settings, cid: str
+) -> None:
+    """`render` prints the request the next turn would send, with the earlier turns; nothing is recorded."""
+    chat = tl.conversation("tutor", cid)
+    first, second = await chat.predict("one"), await chat.predict("two")
+    store = FolderStore(settings.store_folder("default"))
+    records = store.count(cid)
+
+    rendered = await threadline_json(cli_env, "render", cid, "three?")
+    branched = await threadline_json(cli_env, "render", cid, "two again?", "--from", first.id)
+    as_text = await threadline(cli_env, "render", cid, "three?")
+
+    assert ([first.id, second.id], second.id) == (rendered["shown"], rendered["parent"])
+    messages = [m["content"] for m in rendered["request"]["messages"]]
+    assert ["one", first.result, "two", second.result, "three?"] == messages
+    assert ([first.id], first.id) == (branched["shown"], branched["parent"])
+    header, request = as_text.stdout.split("\n\n", 1)
+    assert f"parent  {second.id}" in header.splitlines()
+    assert "shown   2 earlier turn(s)" in header.splitlines()
+    assert rendered["request"] == json.loads(request)
+    assert records == store.count(cid)
+    assert 2 == len(await chat.turns(all=True))
+
+
+async def test_history_prints_the_summary_facts_and_counts(
+    cli_env: dict[str, str], worker: Worker, tl: Threadline, settings: Settings, cid: str
+) -> None:
+    """`history` prints the newest summary on the branch, its key facts, and how many turns are shown."""
+    chat = tl.conversation("tutor", cid)
+    turns = [await chat.predict(f"message {k}") for k in range(3)]
+    summary = {"turns": [turns[0].id, turns[1].id], "through": turns[1].id, "summary": "Alex adds fractions."}
+    entry = entry_record("threadline", "summary", summary | {"facts": ["The learner is Alex"]}, turn=turns[1].id)
+    FolderStore(settings.store_folder("default")).append(cid, [entry])
+
+    history = await threadline_json(cli_env, "history", cid)
+    as_text = await threadline(cli_env, "history", cid)
+
+    counts = ("branch_turns", "done_turns", "summarised_turns", "verbatim_turns")
+    assert (3, 3, 2, 1) == tuple(history[name] for name in counts)
+    assert ("Alex adds fractions.", ["The learner is Alex"]) == (history["summary"], history["facts"])
+    assert turns[2].id == history["head"]
+    lines = as_text.stdout.splitlines()
+    assert "turns    3 on the branch, 3 done: 1 shown verbatim, 2 summarised" in lines
+    assert "summary  Alex adds fractions." in lines
+    assert "facts    - The learner is Alex" in lines
+
+
+async def test_show_draws_the_branch_tree_with_the_head_marked(
+    cli_env: dict[str, str], worker: Worker, tl: Threadline, cid: str
+) -> None:
+    """`show` nests each turn under its parent in the order sent, and marks the head `*`."""
+    chat = tl.conversation("tutor", cid)
+    first = await chat.predict("one")
+    second = await chat.predict("two")
+    branch = await chat.continue_from(first).predict("two again")
+    await chat.head(second)
+
+    tree = await threadline_json(cli_env, "show", cid)
+    as_text = await threadline(cli_env, "show", cid)
+
+    def node(turn: Turn, *children: dict[str, Any]) -> dict[str, Any]:
+        return {"id": turn.id, "state": "done", "input": turn.inputs["message"], "children": list(children)}
+
+    assert [node(first, node(second), node(branch))] == tree["turns"]
+    assert second.id == tree["head"]
+    lines = as_text.stdout.splitlines()
+    assert 3 == len(lines)
+    assert lines[0].startswith(f"  {short_id(first.id)}  done")
+    assert lines[1].startswith(f"* ├─ {short_id(second.id)}  done")
+    assert lines[2].startswith(f"  └─ {short_id(branch.id)}  done")
+    assert lines[2].endswith("two again")
+
+
+async def test_chat_streams_answers_and_branches_from_its_input(
+    cli_env: dict[str, str], worker: Worker, tl: Threadline, cid: str
+) -> None:
+    """Each line is a turn whose answer is printed, then a blank line; `/from` makes the next one a branch."""
+    first = await tl.conversation("tutor", cid).predict("first")
+    script = f"hello\n/turns\n/from {first.id}\nbranch please\n/show\n/quit\nnot sent\n"
+    began = time.monotonic()
+
+    chat = await threadline(cli_env, "chat", cid, stdin=script)
+
+    print(f"chat: 2 turns and 3 commands in {time.monotonic() - began:.2f} s (process start included)")
+    assert (0, "") == (chat.returncode, chat.stderr)
+    turns = {t.inputs["message"]: t for t in await tl.conversation("tutor", cid).turns(all=True)}
+    assert ["first", "hello", "branch please"] == list(turns)
+    assert first.id == turns["hello"].parent == turns["branch please"].parent
+    out = chat.stdout
+    assert f"{turns['hello'].result}\n\n" in out
+    assert f"{turns['branch please'].result}\n\n" in out
+    assert "I was shown 1 earlier turn(s)." in turns["branch please"].result
+    assert f"The next message continues after {first.id}." in out
+    assert f"* └─ {short_id(turns['branch please'].id)}" in out
+    assert "> " not in out
+
+
+async def test_chat_json_prints_one_event_per_line_and_goes_on_after_errors(
+    cli_env: dict[str, str], worker: Worker, tl: Threadline, cid: str
+) -> None:
+    """With `--json`: placed, text pieces, turn; a bad command is an `error` event and the chat goes on."""
+    chat = await threadline(cli_env, "chat", cid, "--json", stdin="hi\n/from nope\n/nonsense\nstill here\n")
+
+    events = [json.loads(line) for line in chat.stdout.splitlines()]
+    turns = await tl.conversation("tutor", cid).turns()
+    assert 0 == chat.returncode, chat.stderr
+    kinds = [e["event"] for e in events if e["event"] != "text"]
+    assert ["placed", "turn", "error", "error", "placed", "turn"] == kinds
+    assert ["turn-unknown", "invalid-request"] == [e["error"]["code"] for e in events if e["event"] == "error"]
+    first_texts = events[1 : next(i for i, e in enumerate(events) if e["event"] == "turn")]
+    assert turns[0].result == "".join(e["text"] for e in first_texts)
+    assert [t.id for t in turns] == [e["id"] for e in events if e["event"] == "turn"]
+    assert ["done", "done"] == [e["state"] for e in events if e["event"] == "turn"]
+
+
+async def test_chat_ends_cleanly_at_the_end_of_its_input(
+    cli_env: dict[str, str], worker: Worker, tl: Threadline, cid: str
+) -> None:
+    """Without `/quit`, the end of the input (Ctrl-D) ends the chat with status 0, the last line sent."""
+    chat = await threadline(cli_env, "chat", cid, stdin="no newline at the end")
+
+    turns = await tl.conversation("tutor", cid).turns()
+    assert (0, "") == (chat.returncode, chat.stderr)
+    assert ["no newline at the end"] == [t.inputs["message"] for t in turns]
+    assert f"{turns[0].result}\n\n" == chat.stdout
+
+
+async def test_ctrl_c_in_a_chat_stops_the_turn_being_answered(
+    cli_env: dict[str, str], client: Client, settings: Settings, cid: str
+) -> None:
+    """SIGINT while a turn is answered stops that turn; the chat goes on and ends 0 at the end of its input."""
+    async with build_worker(client, slow(settings, SLOW_REPLY_S)):
+        command = [sys.executable, "-m", "threadline", "chat", cid, "--json"]
+        pipe = subprocess.PIPE
+        chat = await asyncio.create_subprocess_exec(*command, env=cli_env, stdin=pipe, stdout=pipe, stderr=pipe)
+        assert chat.stdin is not None
+        chat.stdin.write(b"Take your time.\n")
+        await read_until(chat, '"event":"placed"')
+        chat.send_signal(signal.SIGINT)
+        ended = await read_until(chat, '"event":"turn"')
+        chat.stdin.close()
+        rest, _ = await asyncio.wait_for(chat.communicate(), DEV_TIMEOUT_S)
+
+    turn = json.loads(ended[-1])
+    errors = [json.loads(line)["error"]["code"] for line in rest.decode().splitlines()]
+    assert ("stopped", ["turn-state"], 0) == (turn["state"], errors, chat.returncode)
+
+
+async def test_a_long_wait_is_announced_on_a_terminal(
+    cli_env: dict[str, str], client: Client, settings: Settings, cid: str
+) -> None:
+    """`send` says `waiting for turn <id>…` on stderr when it is a terminal and nothing printed for a second."""
+    parent, terminal = pty.openpty()
+    command = [sys.executable, "-m", "threadline", "send", cid, "Take your time.", "--json"]
+    async with build_worker(client, slow(settings, 2.0)):
+        try:
+            run = functools.partial(subprocess.run, env=cli_env, stdout=subprocess.PIPE, stderr=terminal, timeout=30)
+            sent = await asyncio.to_thread(run, command)
+        finally:
+            os.close(terminal)
+    said = _read_all(parent)
+
+    assert 0 == sent.returncode
+    assert f"waiting for turn {json.loads(sent.stdout)['turn']}…" in said
+
+
+def _read_all(fd: int) -> str:
+    data = b""
+    with contextlib.suppress(OSError):  # EIO: the terminal's other end closed
+        while chunk := os.read(fd, 4096):
+            data += chunk
+    os.close(fd)
+    return data.decode()
+
+
+async def test_serve_has_help() -> None:
+    """`serve --help` names its options (the HTTP service's own tests cover serving)."""
+    done = await threadline(clean_env(), "serve", "--help")
+
+    assert 0 == done.returncode, done.stderr
+    assert "--host HOST" in done.stdout
+    assert "--port PORT" in done.stdout
 
 
 async def test_dev_server_only_answers_and_stops_on_sigterm(tmp_path: Path) -> None:

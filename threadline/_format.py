@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 from urllib.parse import quote
@@ -132,6 +133,96 @@ def outcome_text(outcome: TurnOutcome, out: Output, *, answer: bool = True) -> s
     elif outcome.state == "done" and answer:
         rows.append(("result", text_of(outcome.result)))
     return fields(rows)
+
+
+def short_id(turn: str) -> str:
+    """`0193a1b2…7c4e`: a UUIDv7's first 8 characters (its time, to about a minute) and last 4 (random)."""
+    return turn if len(turn) <= 13 else f"{turn[:8]}…{turn[-4:]}"
+
+
+def tree(turns: Sequence[Turn]) -> list[dict[str, Any]]:
+    """`turns` as nested `{"id", "state", "input", "children"}` nodes by parent links, children in the
+    order they were sent; a turn whose parent is not among them is a root."""
+    nodes: dict[str, dict[str, Any]] = {
+        t.id: {"id": t.id, "state": t.state, "input": input_text(t.inputs), "children": []} for t in turns
+    }
+    roots: list[dict[str, Any]] = []
+    for t in turns:
+        parent = nodes.get(t.parent) if t.parent else None
+        (roots if parent is None else parent["children"]).append(nodes[t.id])
+    return roots
+
+
+def tree_text(roots: Sequence[Mapping[str, Any]], head: str | None, out: Output) -> str:
+    """The tree one turn a line: `*` on the head, then short id, state and the input's first line.
+
+    A lone child continues in its parent's column, so a long thread does not drift right; only where
+    a conversation branches are the branches drawn indented under their parent.
+    """
+    lines: list[str] = []
+    stack = _branches(roots, "") if len(roots) > 1 else [(node, "", "") for node in reversed(roots)]
+    while stack:
+        node, lead, rest = stack.pop()
+        mark = "*" if node["id"] == head else " "
+        state = out.state(node["state"], len("abandoned"))
+        lines.append(f"{mark} {lead}{short_id(node['id'])}  {state}  {trim(node['input'], INPUT_WIDTH)}".rstrip())
+        children = node["children"]
+        stack += [(children[0], rest, rest)] if len(children) == 1 else _branches(children, rest)
+    return "\n".join(lines)
+
+
+def _branches(nodes: Sequence[Mapping[str, Any]], rest: str) -> list[tuple[Mapping[str, Any], str, str]]:
+    """Stack entries (last on top: printed first) drawing `nodes` as branches under `rest`'s column."""
+    last = len(nodes) - 1
+    drawn = [
+        (n, rest + ("└─ " if i == last else "├─ "), rest + ("   " if i == last else "│  ")) for i, n in enumerate(nodes)
+    ]
+    return drawn[::-1]
+
+
+def tree_depth(roots: Sequence[Mapping[str, Any]]) -> int:
+    """How deeply the tree nests (a thread of n turns: n)."""
+    depth, stack = 0, [(node, 1) for node in roots]
+    while stack:
+        node, level = stack.pop()
+        depth = max(depth, level)
+        stack += [(child, level + 1) for child in node["children"]]
+    return depth
+
+
+@contextlib.contextmanager
+def nesting(depth: int) -> Iterator[None]:
+    """Room for `json` to encode `depth` levels of nesting (a long thread's tree; the default stops near 450)."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 3 * depth + 200))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def history_text(data: Mapping[str, Any]) -> str:
+    """The compressed view: the turn counts, then the summary, key facts and topics the model is given."""
+    counts = (
+        f"{data['branch_turns']} on the branch, {data['done_turns']} done: "
+        f"{data['verbatim_turns']} shown verbatim, {data['summarised_turns']} summarised"
+    )
+    facts = "\n".join(f"- {fact}" for fact in data["facts"])
+    topics = ", ".join(f"{t['label'] or '(none)'} ({t['turns']} turns)" for t in data["topics"])
+    rows = [("head", data["head"] or "-"), ("turns", counts), ("summary", data["summary"] or "(none yet)")]
+    return fields([*rows, ("facts", facts or "(none)"), ("topics", topics or "(none)")])
+
+
+def render_text(data: Mapping[str, Any]) -> str:
+    """What a turn sent now would send: model, parent, how many earlier turns it is shown, then the request."""
+    shown = len(data["shown"])
+    rows = [("model", data["model"]), ("parent", data["parent"] or "-"), ("shown", f"{shown} earlier turn(s)")]
+    if data["waits_for"]:
+        rows.append(("waits for", f"{data['waits_for']} (still running)"))
+    if data["sections"]:
+        rows.append(("sections", f"{len(data['sections'])} (a summary of the turns not shown)"))
+    request = json.dumps(data["request"], ensure_ascii=False, indent=2, default=str)
+    return fields(rows) + "\n\n" + request
 
 
 def workflow_url(ui_url: str, namespace: str, workflow_id: str) -> str:

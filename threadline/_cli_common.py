@@ -1,0 +1,160 @@
+"""What the `threadline` subcommands share: their types, conversation handles, MESSAGE as a program's
+inputs, the branch tree, notes on stderr (a long wait, a prompt), and standard input line by line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any, TextIO, TypeAlias
+
+import worker
+from core.errors import ErrorCode, ThreadlineError
+from core.settings import Settings
+from store.base import check_id
+from store.log import Log
+from store.rules import view_head
+
+from . import _format
+from ._format import Output
+from .client import Conversation, connect
+
+Command = Callable[[argparse.Namespace, Output], Coroutine[Any, Any, int]]
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # not subscriptable at run time
+
+PROGRESS_AFTER_S = 1.0
+"""How long a wait with nothing printed lasts before `waiting for turn …` is said on a terminal."""
+_RESERVED_INPUTS = frozenset({"request_id", "lm"})
+
+
+def add_conversation(parser: argparse.ArgumentParser, *, program: bool = False) -> None:
+    """Add `ID`, `--store` and (for commands that send or render) `--program`."""
+    parser.add_argument("id", metavar="ID", help="the conversation id")
+    if program:
+        parser.add_argument("--program", default="tutor", help="the conversation's program (default tutor)")
+    add_store(parser)
+
+
+def add_store(parser: argparse.ArgumentParser) -> None:
+    """Add `--store`."""
+    parser.add_argument("--store", default="default", help="the store (default; others from THREADLINE_STORES)")
+
+
+async def open_conversation(args: argparse.Namespace, settings: Settings, **options: Any) -> Conversation:
+    """A handle on conversation `args.id`; a bad id or store fails before Temporal is asked anything."""
+    check_id(args.id)
+    settings.store_folder(args.store)
+    threadline = await connect(settings)
+    return threadline.conversation(getattr(args, "program", "tutor"), args.id, store=args.store, **options)
+
+
+def message_inputs(message: str, program: str, settings: Settings) -> dict[str, Any]:
+    """MESSAGE as the inputs of `program`: its one input, or a JSON object of several."""
+    known = worker.load_programs(settings.programs).get(program)
+    if known is not None and len(known.inputs) == 1:
+        return {known.inputs[0][0]: message}
+    inputs = _json_object(message)
+    if inputs is None:
+        wanted = ", ".join(name for name, _ in known.inputs) if known else "its inputs"
+        raise ThreadlineError(ErrorCode.INPUTS_INVALID, f"{program} takes {wanted}: give MESSAGE as a JSON object")
+    if clash := sorted(_RESERVED_INPUTS & inputs.keys()):
+        raise ThreadlineError(ErrorCode.INPUTS_INVALID, f"inputs named {', '.join(clash)} cannot be sent from here")
+    return inputs
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+async def branch_tree(chat: Conversation) -> dict[str, Any]:
+    """Every turn as a tree by parent links (`_format.tree`), and the conversation's head."""
+    turns = await chat.turns(all=True)
+    # The log's head, not the handle's view: the tree shows the conversation as every reader finds it.
+    log = Log(await asyncio.to_thread(chat.tl.store(chat.config.store).read, chat.id))
+    return {"conversation": chat.id, "store": chat.config.store, "head": view_head(log), "turns": _format.tree(turns)}
+
+
+class Progress:
+    """Says `waiting for turn <id>…` on stderr when a wait passes `PROGRESS_AFTER_S` with nothing printed.
+
+    Only on a terminal: piped stderr is read by programs, which have the turn id from stdout.
+    """
+
+    def __init__(self) -> None:
+        self.turn: str | None = None
+        """The turn waited for, once the send is placed."""
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def on_stderr(cls) -> AsyncIterator[Progress]:
+        """A `Progress` running until the block ends or `quiet()` is called."""
+        progress = cls()
+        if sys.stderr.isatty():
+            progress._task = asyncio.create_task(progress._note())
+        try:
+            yield progress
+        finally:
+            progress.quiet()
+
+    def quiet(self) -> None:
+        """Say nothing more: text is arriving, or the wait is over."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def _note(self) -> None:
+        said: set[str | None] = set()
+        while True:
+            await asyncio.sleep(PROGRESS_AFTER_S)
+            if self.turn not in said:  # once while queued, once more when placed
+                said.add(self.turn)
+                what = f"turn {self.turn}" if self.turn else "the send to be placed"
+                note(f"waiting for {what}…\n")
+
+
+def note(text: str) -> None:
+    """Write `text` on stderr at once: prompts and notes stay out of stdout, which carries the results."""
+    sys.stderr.write(text)
+    sys.stderr.flush()
+
+
+class InputLines:
+    """Lines of `stream`, read on a daemon thread and handed to the loop, with a prompt on a terminal.
+
+    Not `asyncio.to_thread`: a read blocked at the prompt would hold up the loop's shutdown after
+    Ctrl-C until Enter is pressed.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self.interactive = stream.isatty()
+        self._queue: asyncio.Queue[str | None] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        threading.Thread(target=self._read, args=(stream, loop), name="threadline-input", daemon=True).start()
+
+    def _read(self, stream: TextIO, loop: asyncio.AbstractEventLoop) -> None:
+        put: Callable[[Any], object] = self._queue.put_nowait
+        with contextlib.suppress(RuntimeError):  # the loop closed first: nobody is reading any more
+            try:
+                for line in iter(stream.readline, ""):
+                    loop.call_soon_threadsafe(put, line)
+            except (OSError, ValueError):  # closed, or not text: the input ends here
+                pass
+            loop.call_soon_threadsafe(put, None)
+
+    async def get(self) -> str | None:
+        """The next line (without its newline), or None once the input ended."""
+        if self.interactive:
+            note("> ")
+        line = await self._queue.get()
+        if line is None and self.interactive:
+            note("\n")  # Ctrl-D: the shell's prompt on a line of its own
+        return None if line is None else line.rstrip("\r\n")

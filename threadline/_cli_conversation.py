@@ -1,0 +1,200 @@
+"""The conversation commands: `send`, `render`, `turns`, `show`, `history`, `stop` and `head`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from core.settings import Settings
+
+from . import _format
+from ._cli_common import Progress, Subcommands, add_conversation, branch_tree, message_inputs, open_conversation
+from ._format import Output
+from .client import Conversation
+
+_SEND_EPILOG = """\
+MESSAGE is the program's input: for `tutor`, its `message`. For a program whose input is not
+a single text, give a JSON object of its inputs by name, e.g.
+  threadline send quiz-1 '{"topic": "fractions", "level": 2}' --program quiz
+(programs come from THREADLINE_PROGRAMS). Exit status 1 when the turn did not end `done`."""
+
+
+def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None:
+    """Add the conversation commands, in the order `--help` lists them."""
+    for add in (_add_send, _add_render, _add_reading, _add_acting):
+        add(commands, common)
+
+
+def _add_send(commands: Subcommands, common: argparse.ArgumentParser) -> None:
+    send = commands.add_parser(
+        "send",
+        parents=[common],
+        help="send a turn and print how it ended",
+        description="Send a turn to conversation ID (started if new) and print how it ended.",
+        epilog=_SEND_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_conversation(send, program=True)
+    send.add_argument("message", metavar="MESSAGE", help="the input, or a JSON object of inputs")
+    send.add_argument("--request-id", metavar="R", help="an idempotency key: the same R is one turn")
+    send.add_argument("--from", dest="from_turn", metavar="TURN", help="continue after exactly TURN (a branch)")
+    send.add_argument("--sends", choices=("queue", "refuse", "branch"), default="queue", help="while a turn runs")
+    send.add_argument("--lm", metavar="MODEL", help="the model for this turn (default THREADLINE_MODEL)")
+    send.add_argument("--no-wait", action="store_true", help="print the turn id once placed; do not wait")
+    send.set_defaults(run=run_send)
+
+
+def _add_render(commands: Subcommands, common: argparse.ArgumentParser) -> None:
+    render = commands.add_parser(
+        "render",
+        parents=[common],
+        help="print the request the next turn would send",
+        description="Print the exact request a turn with MESSAGE would send to the model now: the earlier "
+        "turns it would be shown, placed by the same rules as a send. Nothing is sent or recorded.",
+    )
+    add_conversation(render, program=True)
+    render.add_argument("message", metavar="MESSAGE", help="the input, or a JSON object of inputs")
+    render.add_argument("--from", dest="from_turn", metavar="TURN", help="as if continuing after exactly TURN")
+    render.add_argument("--lm", metavar="MODEL", help="the model (default THREADLINE_MODEL)")
+    render.set_defaults(run=run_render)
+
+
+def _add_reading(commands: Subcommands, common: argparse.ArgumentParser) -> None:
+    turns = commands.add_parser("turns", parents=[common], help="list a conversation's turns")
+    add_conversation(turns)
+    turns.add_argument("--all", action="store_true", help="every turn of every branch, not just root to head")
+    turns.set_defaults(run=run_turns)
+
+    show = commands.add_parser(
+        "show",
+        parents=[common],
+        help="print a conversation's branch tree",
+        description="Print every turn as a tree by parent links, the head marked `*`. A lone child is "
+        "printed in its parent's column; where the conversation branches, each branch is indented.",
+    )
+    add_conversation(show)
+    show.set_defaults(run=run_show)
+
+    history = commands.add_parser(
+        "history",
+        parents=[common],
+        help="print what the model is given of the branch",
+        description="Print the compressed view of the branch to the head: the newest summary and its key "
+        "facts, how many turns are on the branch, shown verbatim and summarised, and the topics.",
+    )
+    add_conversation(history)
+    history.set_defaults(run=run_history)
+
+
+def _add_acting(commands: Subcommands, common: argparse.ArgumentParser) -> None:
+    stop = commands.add_parser("stop", parents=[common], help="stop a turn, or every running and queued turn")
+    add_conversation(stop)
+    stop.add_argument("turn", metavar="TURN", nargs="?", help="the turn to stop (default: all)")
+    stop.set_defaults(run=run_stop)
+
+    head = commands.add_parser("head", parents=[common], help="move a conversation's head to a turn")
+    add_conversation(head)
+    head.add_argument("turn", metavar="TURN", help="the turn that becomes the head")
+    head.set_defaults(run=run_head)
+
+
+async def run_send(args: argparse.Namespace, out: Output) -> int:
+    """Send a turn; print how it ended (or, with `--no-wait`, where it was placed)."""
+    settings = Settings.from_env()
+    inputs = message_inputs(args.message, args.program, settings)
+    chat = await open_conversation(args, settings, sends=args.sends)
+    if args.from_turn:
+        chat = chat.continue_from(args.from_turn)
+    async with Progress.on_stderr() as progress:
+        handle = await chat.send(request_id=args.request_id, lm=args.lm, **inputs)
+        if args.no_wait and handle.id is not None:
+            data = {
+                "conversation": chat.id,
+                "turn": handle.id,
+                "parent": handle.parent,
+                "request_id": handle.request_id,
+            }
+            out.emit(data, _format.fields([("turn", handle.id), ("parent", handle.parent or "-")]))
+            return 0
+        progress.turn = handle.id
+        streamed = False
+        if not out.json and handle.id is not None:
+            streamed = await _print_stream(chat, handle.id, out, progress)
+        outcome = await chat.outcome(handle.request_id)
+    text = _format.outcome_text(outcome, out, answer=not streamed)
+    out.emit({"conversation": chat.id, **outcome.model_dump(mode="json")}, text)
+    return 0 if outcome.state == "done" else 1
+
+
+async def _print_stream(chat: Conversation, turn: str, out: Output, progress: Progress) -> bool:
+    """Print the answer's text as it arrives; return whether any was printed."""
+    stream = out.stream or sys.stdout
+    printed = False
+    async for piece in chat.watch(turn):
+        progress.quiet()
+        if piece.text is None:  # the model was asked again: start the text over on a new line
+            stream.write("\n[asked again]\n" if printed else "")
+        else:
+            stream.write(piece.text)
+            printed = True
+        stream.flush()
+    if printed:
+        stream.write("\n\n")
+    return printed
+
+
+async def run_render(args: argparse.Namespace, out: Output) -> int:
+    """Print the request a turn with MESSAGE would send now; send and record nothing."""
+    settings = Settings.from_env()
+    inputs = message_inputs(args.message, args.program, settings)
+    chat = await open_conversation(args, settings)
+    if args.from_turn:
+        # A send would be refused `turn-unknown`; without this check the preview would show a new root.
+        chat = chat.continue_from(await chat.turn(args.from_turn))
+    data = await chat.render(lm=args.lm, **inputs)
+    out.emit({"conversation": chat.id, "store": args.store, **data}, _format.render_text(data))
+    return 0
+
+
+async def run_turns(args: argparse.Namespace, out: Output) -> int:
+    """Print the turns from the first to the head (`--all`: every turn)."""
+    chat = await open_conversation(args, Settings.from_env())
+    turns = await chat.turns(all=args.all)
+    data = {"conversation": chat.id, "store": args.store, "turns": [turn.as_dict() for turn in turns]}
+    out.emit(data, _format.turns_table(turns, out) if turns else f"Conversation {chat.id} has no turns.")
+    return 0
+
+
+async def run_show(args: argparse.Namespace, out: Output) -> int:
+    """Print every turn as a tree by parent links, the head marked."""
+    chat = await open_conversation(args, Settings.from_env())
+    data = await branch_tree(chat)
+    text = _format.tree_text(data["turns"], data["head"], out) or f"Conversation {chat.id} has no turns."
+    with _format.nesting(_format.tree_depth(data["turns"])):
+        out.emit(data, text)
+    return 0
+
+
+async def run_history(args: argparse.Namespace, out: Output) -> int:
+    """Print the compressed view of the branch to the head: summary, key facts, counts, topics."""
+    chat = await open_conversation(args, Settings.from_env())
+    data = await chat.history()
+    out.emit({"store": args.store, **data}, _format.history_text(data))
+    return 0
+
+
+async def run_stop(args: argparse.Namespace, out: Output) -> int:
+    """Ask a conversation to stop one turn, or everything running and queued."""
+    chat = await open_conversation(args, Settings.from_env())
+    await chat.stop(args.turn)
+    what = f"turn {args.turn}" if args.turn else "every running and queued turn"
+    out.emit({"conversation": chat.id, "store": args.store, "stop": args.turn}, f"Asked {chat.id} to stop {what}.")
+    return 0
+
+
+async def run_head(args: argparse.Namespace, out: Output) -> int:
+    """Move a conversation's head to a turn."""
+    chat = await open_conversation(args, Settings.from_env())
+    await chat.head(args.turn)
+    out.emit({"conversation": chat.id, "store": args.store, "head": args.turn}, f"Head of {chat.id}: {args.turn}")
+    return 0

@@ -1,0 +1,137 @@
+"""The serving commands: `dev` (a Temporal dev server and a worker), `worker`, and `serve` (the HTTP service)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import signal
+import uuid
+from typing import Any
+
+from temporalio.client import Client
+
+import worker
+from core.errors import ErrorCode, ThreadlineError
+from core.settings import Settings
+
+from . import _format
+from ._cli_common import Subcommands
+from ._format import Output
+from .client import connect, workflow_id
+from .devserver import DevServer
+
+DEMO_QUESTIONS = ("Hi, I'm Alex.", "What is 1/2 + 1/3?", "Is it 2/5?")
+
+
+def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None:
+    """Add `dev`, `worker` and `serve`."""
+    dev = commands.add_parser(
+        "dev",
+        parents=[common],
+        help="run a Temporal dev server and a worker",
+        description="Run a Temporal dev server (state in $THREADLINE_DATA/temporal) and a worker until "
+        "Ctrl-C or SIGTERM. With --json, one JSON object per line: ready, each demo turn, the demo's link.",
+    )
+    dev.add_argument("--port", type=int, default=7233, help="the Temporal frontend's port (default 7233)")
+    dev.add_argument("--ui-port", type=int, default=8233, help="the web UI's port; 0 for none (default 8233)")
+    dev.add_argument("--server-only", action="store_true", help="run the server without a worker")
+    dev.add_argument("--demo", action="store_true", help="hold a short conversation with the offline model")
+    dev.set_defaults(run=run_dev)
+
+    summary = "run a worker for the server at THREADLINE_TEMPORAL_ADDRESS"
+    commands.add_parser("worker", parents=[common], help=summary, description=summary).set_defaults(run=run_worker)
+
+    serve = commands.add_parser(
+        "serve",
+        parents=[common],
+        help="run the HTTP service",
+        description="Serve the HTTP API (/v1/conversations/..., OpenAPI at /docs) for the Temporal server at "
+        "THREADLINE_TEMPORAL_ADDRESS until Ctrl-C or SIGTERM. Keys come from THREADLINE_API_KEYS.",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="the port to listen on (default 8000)")
+    serve.set_defaults(run=run_serve)
+
+
+async def run_dev(args: argparse.Namespace, out: Output) -> int:
+    """Run a dev server and, unless `--server-only`, a worker (and the demo) until SIGINT or SIGTERM."""
+    settings = Settings.from_env()
+    stop = asyncio.Event()
+    _trap_signals(stop)
+    async with DevServer(settings.data / "temporal", port=args.port, ui_port=args.ui_port) as server:
+        settings = dataclasses.replace(settings, address=server.address)
+        out.emit(*_ready(server, settings, serving=not args.server_only))
+        if args.server_only:
+            await stop.wait()
+            return 0
+        client = await worker.connect(settings)
+        demo = asyncio.create_task(_demo(client, settings, ui_url=server.ui_url, out=out)) if args.demo else None
+        try:
+            await worker.run(settings, client=client, stop=stop)
+        finally:
+            # worker.run removes its signal handlers: a second Ctrl-C must still let the server stop in order.
+            _trap_signals(stop)
+            await _cancel(demo)
+    return 0
+
+
+async def run_worker(args: argparse.Namespace, out: Output) -> int:
+    """Run a worker for the server at THREADLINE_TEMPORAL_ADDRESS until SIGINT or SIGTERM."""
+    settings = Settings.from_env()
+    client = await worker.connect(settings)
+    data = {"address": settings.address, "task_queue": settings.task_queue}
+    out.emit(data, f"Worker on task queue {settings.task_queue!r} at {settings.address}; press Ctrl-C to stop.")
+    await worker.run(settings, client=client)
+    return 0
+
+
+async def run_serve(args: argparse.Namespace, out: Output) -> int:
+    """Serve the HTTP API until SIGINT or SIGTERM."""
+    try:
+        # Imported here: the service's dependencies (FastAPI, uvicorn) are not needed by any other command.
+        from .service import serve
+    except ImportError:
+        raise ThreadlineError(ErrorCode.INTERNAL, "the HTTP service is not available in this build") from None
+    await serve(Settings.from_env(), host=args.host, port=args.port)
+    return 0
+
+
+def _ready(server: DevServer, settings: Settings, *, serving: bool) -> tuple[dict[str, Any], str]:
+    queue = settings.task_queue if serving else None
+    data = {"address": server.address, "ui_url": server.ui_url, "task_queue": queue, "data": str(settings.data)}
+    rows = [("Temporal:", server.address), ("Temporal UI:", server.ui_url or "off")]
+    rows += [("Worker:", f"task queue {queue}" if queue else "off (--server-only)"), ("Data:", str(settings.data))]
+    return data, _format.fields(rows, gap=1) + "\nPress Ctrl-C to stop."
+
+
+async def _demo(client: Client, settings: Settings, *, ui_url: str | None, out: Output) -> None:
+    """Hold a three-turn conversation with the offline model, then say where the UI shows it."""
+    chat = (await connect(settings, client=client)).conversation("tutor", f"demo-{uuid.uuid4().hex[:8]}", lm="offline")
+    out.emit({"demo": chat.id}, f"\nDemo conversation {chat.id} (tutor, offline model):")
+    try:
+        for question in DEMO_QUESTIONS:
+            turn = await chat.predict(question)
+            data = {"demo": chat.id, "turn": turn.id, "question": question, "answer": turn.result}
+            out.emit(data, f"  you:   {question}\n  tutor: {_format.text_of(turn.result)}")
+    except ThreadlineError as err:
+        out.error(err)
+        return
+    url = _format.workflow_url(ui_url, settings.namespace, workflow_id("default", chat.id)) if ui_url else None
+    out.emit(
+        {"demo": chat.id, "ui": url}, f"See it in the Temporal UI: {url}" if url else "The UI is off (--ui-port 0)."
+    )
+
+
+def _trap_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+
+
+async def _cancel(task: asyncio.Task[None] | None) -> None:
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
