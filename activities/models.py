@@ -151,7 +151,8 @@ class OfflineModel:
         """Answer `request` after `delay` seconds, streaming word by word."""
         earlier = (len(request.messages) - 1) // 2
         asked = request.messages[-1].content if request.messages else ""
-        text = f"(offline) You said: {asked.strip()[:200]}. I was shown {earlier} earlier turn(s)."
+        said = asked.strip()[:200].rstrip(".")
+        text = f"(offline) You said: {said}. I was shown {earlier} earlier turn(s)."
         words = text.split(" ")
         pause = self.delay / len(words)
         for i, word in enumerate(words):
