@@ -153,13 +153,16 @@ class Track:
     size: list[int] = field(default_factory=list)
     summaries: list[int] = field(default_factory=list)
     requests: dict[int, Received] = field(default_factory=dict)
+    unclaimed: int = 0
+    """Summary calls seen during the other conversation's turns (summaries are made in the
+    background after a turn, so they often arrive while the next turn, the other's, runs)."""
 
     def around(self, k: int) -> list[float]:
         """The latencies of turns k-BEFORE..k+AFTER (turns count from 1)."""
         return self.latency[k - 1 - BEFORE : k + AFTER]
 
 
-async def one_turn(fake: FakeProvider, track: Track, i: int) -> None:
+async def one_turn(fake: FakeProvider, track: Track, i: int, summarising: Track) -> None:
     before = len(fake.requests)
     start = time.perf_counter()
     turn = await track.chat.predict(message(i))
@@ -169,7 +172,11 @@ async def one_turn(fake: FakeProvider, track: Track, i: int) -> None:
     main = [r for r in new if not is_summary(r)]
     check(len(main) == 1, f"turn {i}: {len(main)} main requests")
     track.size.append(int(main[0].headers["content-length"]))
-    track.summaries.append(len(new) - 1)
+    # Only the compressed conversation summarises: its calls are its own, whenever they arrive.
+    summarising.unclaimed += len(new) - 1
+    track.summaries.append(0)
+    if track is summarising:
+        track.summaries[-1], track.unclaimed = track.unclaimed, 0
     if i in POINTS:
         track.requests[i] = main[0]
 
@@ -178,7 +185,7 @@ async def drive(fake: FakeProvider, tracks: dict[str, Track]) -> None:
     names = list(tracks)
     for i in range(1, TURNS + 1):
         for name in names if i % 2 else names[::-1]:
-            await one_turn(fake, tracks[name], i)
+            await one_turn(fake, tracks[name], i, tracks["threadline"])
         if i % 25 == 0 or i == TURNS:
             cells = "; ".join(
                 f"{name} last 25 turns median {1000 * statistics.median(t.latency[-25:]):.0f} ms, "
