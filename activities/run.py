@@ -77,6 +77,14 @@ class TurnRun:
         request = build_request(self.program, self.shown.exchanges, t.inputs, model=name, sections=self.shown.sections)
         if self.streams is not None:
             self.stream = self.streams.writer(self.turn, self.owned)
+        try:
+            return await self._run(provider, request, model)
+        finally:
+            if self.stream is not None:
+                self.stream.close()  # a try that raises (to be retried) leaves no file open
+
+    async def _run(self, provider: Provider, request: ModelRequest, model: str) -> RunResult:
+        """The model call beside the log watch: whichever finishes first decides how the try ends."""
         started = time.monotonic()
         call = asyncio.create_task(self._ask(provider, request, model))
         watch = asyncio.create_task(self._watch())

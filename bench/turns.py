@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
-import json
 import logging
 import os
 import platform
@@ -44,14 +43,14 @@ import sys
 import tempfile
 import time
 import uuid
-from collections import Counter, defaultdict, deque
+from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from temporalio import activity, workflow
+from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     import structlog
@@ -61,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.testing import WorkflowEnvironment
     from temporalio.worker import Worker
 
+    from bench._bare import BareConversation, BareSend, bare_append
     from core.settings import Settings
     from store.folder import FolderStore
     from store.log import Log
@@ -89,71 +89,6 @@ STOP_DELAY_S = 30.0
 POLL_S = 0.01
 
 # ------------------------------------------------------------------ the anchor: a bare conversation
-
-
-@dataclass(frozen=True, slots=True)
-class BareSend:
-    """The anchor's `turn` signal."""
-
-    request_id: str
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class BareAppend:
-    """The anchor's activity input: the file of the conversation and the turn to append to it."""
-
-    path: str
-    request_id: str
-    text: str
-
-
-def _append_line(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-@activity.defn(name="bare.append")
-async def bare_append(turn: BareAppend) -> str:
-    """Answer the turn and append it, as one fsynced JSON line, to the conversation's file."""
-    answer = f"(bare) You said: {turn.text}"
-    line = {"kind": "turn", "request_id": turn.request_id, "inputs": {"message": turn.text}, "result": answer}
-    data = (json.dumps(line, ensure_ascii=False) + "\n").encode()
-    await asyncio.to_thread(_append_line, turn.path, data)
-    return answer
-
-
-@workflow.defn(name="BareConversation")
-class BareConversation:
-    """Signals queue turns, the main loop runs one activity per turn, `wait` answers the caller."""
-
-    def __init__(self) -> None:
-        self.pending: deque[BareSend] = deque()
-        self.answers: dict[str, str] = {}
-
-    @workflow.signal(name="turn")
-    def turn(self, send: BareSend) -> None:
-        self.pending.append(send)
-
-    @workflow.update(name="wait")
-    async def wait(self, request_id: str) -> str:
-        await workflow.wait_condition(lambda: request_id in self.answers)
-        return self.answers[request_id]
-
-    @workflow.run
-    async def run(self, path: str) -> None:
-        while True:
-            await workflow.wait_condition(lambda: bool(self.pending))
-            send = self.pending.popleft()
-            self.answers[send.request_id] = await workflow.execute_activity(
-                bare_append,
-                BareAppend(path=path, request_id=send.request_id, text=send.text),
-                start_to_close_timeout=timedelta(seconds=30),
-            )
 
 
 @dataclass(slots=True)

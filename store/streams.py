@@ -28,14 +28,17 @@ class StreamLog:
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(os.fspath(folder)).expanduser().absolute() / "streams"
+        self._made = False
 
     def path(self, turn: str) -> Path:
         """The stream file of `turn`."""
         return self.folder / f"{check_id(turn)}.jsonl"
 
     def writer(self, turn: str, attempt: int) -> StreamWriter:
-        """A writer for one attempt at `turn`; it marks the attempt's start at once."""
-        os.makedirs(self.folder, mode=0o700, exist_ok=True)
+        """A writer for one attempt at `turn`; it marks the attempt's start at once. Close it."""
+        if not self._made:
+            os.makedirs(self.folder, mode=0o700, exist_ok=True)
+            self._made = True
         writer = StreamWriter(self.path(turn), attempt, secrets.token_hex(4))
         writer.write({"start": True})
         return writer
@@ -67,16 +70,21 @@ class StreamWriter:
     path: Path
     attempt: int
     run: str
+    _fd: int | None = None
 
     def write(self, event: dict[str, Any]) -> None:
-        """Append `event` for this try."""
+        """Append `event` for this try (one write on an O_APPEND descriptor kept open for the try)."""
         stamped = {"attempt": self.attempt, "run": self.run, **event}
         line = json.dumps(stamped, ensure_ascii=False, separators=(",", ":")) + "\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
-        try:
-            os.write(fd, line.encode("utf-8"))
-        finally:
-            os.close(fd)
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        os.write(self._fd, line.encode("utf-8"))
+
+    def close(self) -> None:
+        """Release the file; later writes open it again."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def text(self, piece: str) -> None:
         """Append a piece of text."""
@@ -84,8 +92,9 @@ class StreamWriter:
             self.write({"text": piece})
 
     def end(self, state: str) -> None:
-        """Mark the attempt's end (`done`, `failed`, `stopped`, `yielded`)."""
+        """Mark the attempt's end (`done`, `failed`, `stopped`, `yielded`) and close the file."""
         self.write({"end": state})
+        self.close()
 
 
 @dataclass(slots=True)

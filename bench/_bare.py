@@ -1,0 +1,83 @@
+"""The anchor of bench/turns.py: a bare Temporal conversation, in a module of its own.
+
+The workflow sandbox executes a workflow's module again for every new workflow instance, so the
+anchor lives in this small module (as Threadline's workflow does in `workflows/`): defined inside
+the large benchmark module, each instance would pay for re-running all of it, and the anchor
+would look slower than a bare conversation is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections import deque
+from dataclasses import dataclass
+from datetime import timedelta
+
+from temporalio import activity, workflow
+
+
+@dataclass(frozen=True, slots=True)
+class BareSend:
+    """The anchor's `turn` signal."""
+
+    request_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class BareAppend:
+    """The anchor's activity input: the file of the conversation and the turn to append to it."""
+
+    path: str
+    request_id: str
+    text: str
+
+
+def _append_line(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@activity.defn(name="bare.append")
+async def bare_append(turn: BareAppend) -> str:
+    """Answer the turn and append it, as one fsynced JSON line, to the conversation's file."""
+    answer = f"(bare) You said: {turn.text}"
+    line = {"kind": "turn", "request_id": turn.request_id, "inputs": {"message": turn.text}, "result": answer}
+    data = (json.dumps(line, ensure_ascii=False) + "\n").encode()
+    await asyncio.to_thread(_append_line, turn.path, data)
+    return answer
+
+
+@workflow.defn(name="BareConversation")
+class BareConversation:
+    """Signals queue turns, the main loop runs one activity per turn, `wait` answers the caller."""
+
+    def __init__(self) -> None:
+        self.pending: deque[BareSend] = deque()
+        self.answers: dict[str, str] = {}
+
+    @workflow.signal(name="turn")
+    def turn(self, send: BareSend) -> None:
+        self.pending.append(send)
+
+    @workflow.update(name="wait")
+    async def wait(self, request_id: str) -> str:
+        await workflow.wait_condition(lambda: request_id in self.answers)
+        return self.answers[request_id]
+
+    @workflow.run
+    async def run(self, path: str) -> None:
+        while True:
+            await workflow.wait_condition(lambda: bool(self.pending))
+            send = self.pending.popleft()
+            self.answers[send.request_id] = await workflow.execute_activity(
+                bare_append,
+                BareAppend(path=path, request_id=send.request_id, text=send.text),
+                start_to_close_timeout=timedelta(seconds=30),
+            )
