@@ -49,6 +49,7 @@ from typing import Any
 import httpx
 
 from activities.providers import build_providers
+from bench._report import print_table
 from bench.streaming import TaskCost, start_dev_server, task_cost
 from bench.turns import check, quiet_logs, settings_for
 from tests.fakeprovider import Failure, FakeProvider, Received, Reply
@@ -389,14 +390,7 @@ def main() -> list[Row]:
     print()
     rows = asyncio.run(run())
     elapsed = time.perf_counter() - started_at
-    print(f"\nResults ({os.cpu_count()} CPUs, {elapsed:.1f} s; threadline = compressed, anchor = all turns)\n")
-    print("| measure | threadline | anchor | ratio | target | met |")
-    print("|---|---:|---:|---:|---|---|")
-    for row in rows:
-        print(row.markdown())
-    missed = [r.measure for r in rows if r.met is False]
-    met = sum(r.met is True for r in rows)
-    print(f"\nTargets: {met} met, {len(missed)} not met{': ' if missed else ''}{'; '.join(missed)}")
+    print_table(rows, f"Results ({os.cpu_count()} CPUs, {elapsed:.1f} s; threadline = compressed, anchor = all turns)")
     return rows
 
 

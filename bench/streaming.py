@@ -44,6 +44,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.providers import build_providers
+from bench._report import print_table
 from bench.turns import Row, check, pct, quiet_logs, run_costs, settings_for, verdict
 from tests.fakeprovider import Failure, FakeProvider, Reply
 from threadline.client import Conversation, Threadline, TurnHandle, connect, workflow_id
@@ -443,14 +444,7 @@ def main() -> list[Row]:
     print()
     rows = asyncio.run(run())
     elapsed = time.perf_counter() - started_at
-    print(f"\nResults ({os.cpu_count()} CPUs, {elapsed:.1f} s; ratio = threadline / anchor)\n")
-    print("| measure | threadline | anchor | ratio | target | met |")
-    print("|---|---:|---:|---:|---|---|")
-    for row in rows:
-        print(row.markdown())
-    missed = [r.measure for r in rows if r.met is False]
-    met = sum(r.met is True for r in rows)
-    print(f"\nTargets: {met} met, {len(missed)} not met{': ' if missed else ''}{'; '.join(missed)}")
+    print_table(rows, f"Results ({os.cpu_count()} CPUs, {elapsed:.1f} s; ratio = threadline / anchor)")
     return rows
 
 

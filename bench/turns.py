@@ -52,6 +52,8 @@ from typing import Any
 
 from temporalio import workflow
 
+from bench._report import print_table
+
 with workflow.unsafe.imports_passed_through():
     import structlog
     from temporalio.api.enums.v1 import EventType
@@ -823,14 +825,7 @@ def main() -> list[Row]:
     header()
     rows = asyncio.run(run())
     elapsed = time.perf_counter() - started_at
-    print(f"\nResults ({os.cpu_count()} CPUs, {elapsed:.1f} s; ratio = threadline / anchor)\n")
-    print("| measure | threadline | anchor | ratio | target | met |")
-    print("|---|---:|---:|---:|---|---|")
-    for row in rows:
-        print(row.markdown())
-    missed = [r.measure for r in rows if r.met is False]
-    met = sum(r.met is True for r in rows)
-    print(f"\nTargets: {met} met, {len(missed)} not met{': ' if missed else ''}{'; '.join(missed)}")
+    print_table(rows, f"Results ({os.cpu_count()} CPUs, {elapsed:.1f} s; ratio = threadline / anchor)")
     return rows
 
 

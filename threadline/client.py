@@ -309,7 +309,7 @@ class Conversation:
                 yield piece.text
         yield await placed.result()
 
-    async def watch(self, turn: str, *, offset: int = 0, poll: float = 0.02) -> AsyncIterator[Piece]:
+    async def watch(self, turn: str, *, offset: int = 0, poll: float = 0.01) -> AsyncIterator[Piece]:
         """Yield what `turn`'s model writes, from byte `offset` of its stream, until the turn ends.
 
         Each `Piece` carries the offset to reconnect from after it, so a reader that went away
