@@ -218,8 +218,10 @@ class TurnActivities:
     @activity.defn(name="end_turn")
     async def end_turn(self, ref: TurnRef) -> TurnOutcome:
         """End a turn whose runner gave up (its retries ran out) as `failed`, unless it already ended."""
-        error = ref.error or ThreadlineError(ErrorCode.INTERNAL, "the turn could not be completed")
-        failure = ThreadlineError(error.code, error.message) if not isinstance(error, ThreadlineError) else error
+        error = ref.error
+        failure = (
+            ThreadlineError(error.code, error.message) if error else ThreadlineError(ErrorCode.INTERNAL, "gave up")
+        )
 
         def build(_: Log, t: Turn) -> list[Record] | None:
             return None if t.ended else [failed_record(t.id, failure, attempt=t.attempt, saw=[])]
