@@ -432,3 +432,24 @@ async def test_dev_demo_holds_a_conversation_and_stops_on_sigterm(tmp_path: Path
     assert expected == link[-1]
     assert 0 == status, (tmp_path / "dev.log").read_text()
     assert (tmp_path / "data" / "store" / "conversations" / f"{demo}.jsonl").is_file()
+
+
+async def test_reading_needs_no_temporal(cli_env: dict[str, str], settings: Settings, cid: str) -> None:
+    """turns, show, history and render only read the store: they work while Temporal is down."""
+    from store.folder import FolderStore
+    from store.program import TUTOR
+    from store.turns import Answer, TurnRequest
+    from store.writer import Writer
+    from threadline.devserver import free_port
+
+    writer = Writer(FolderStore(settings.store_folder("default")), cid, TUTOR)
+    turn = writer.send(TurnRequest({"message": "written by another writer"}), lambda _s, _i: Answer({"result": "ok"}))
+    down = {**cli_env, "THREADLINE_TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
+
+    listed = await threadline_json(down, "turns", cid)
+    rendered = await threadline_json(down, "render", cid, "next")
+    sent = await threadline(down, "--json", "send", cid, "this one needs Temporal")
+
+    assert [turn] == [t["id"] for t in listed["turns"]]
+    assert turn == rendered["parent"]
+    assert (1, "server-unavailable") == (sent.returncode, json.loads(sent.stdout)["error"]["code"])

@@ -45,10 +45,11 @@ def add_store(parser: argparse.ArgumentParser) -> None:
 
 
 async def open_conversation(args: argparse.Namespace, settings: Settings, **options: Any) -> Conversation:
-    """A handle on conversation `args.id`; a bad id or store fails before Temporal is asked anything."""
+    """A handle on conversation `args.id`; a bad id or store fails before Temporal is asked anything,
+    and commands that only read the store never connect to it."""
     check_id(args.id)
     settings.store_folder(args.store)
-    threadline = await connect(settings)
+    threadline = await connect(settings, lazy=True)
     return threadline.conversation(getattr(args, "program", "tutor"), args.id, store=args.store, **options)
 
 

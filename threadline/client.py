@@ -69,13 +69,16 @@ def from_failure(err: BaseException) -> ThreadlineError:
     return ThreadlineError(ErrorCode.INTERNAL, f"{type(cause).__name__}: {cause}")
 
 
-async def connect(settings: Settings | None = None, *, client: Client | None = None) -> Threadline:
-    """Connect to Temporal (`THREADLINE_TEMPORAL_ADDRESS`) and return the entry point of the API."""
-    from worker import connect as connect_client
+async def connect(settings: Settings | None = None, *, client: Client | None = None, lazy: bool = False) -> Threadline:
+    """Connect to Temporal (`THREADLINE_TEMPORAL_ADDRESS`) and return the entry point of the API.
 
-    settings = settings or Settings.from_env()
-    client = client or await connect_client(settings)
-    return Threadline(client, settings, search_attributes=await _registered(client, settings.namespace))
+    With `lazy`, nothing is connected until something needs Temporal: reading turns, rendering
+    and history only read the store, and work while Temporal is down.
+    """
+    tl = Threadline(client, settings or Settings.from_env())
+    if not lazy:
+        await tl.temporal()
+    return tl
 
 
 async def _registered(client: Client, namespace: str) -> bool:
@@ -91,11 +94,28 @@ async def _registered(client: Client, namespace: str) -> bool:
 class Threadline:
     """A connection to Threadline: makes conversation handles."""
 
-    def __init__(self, client: Client, settings: Settings, *, search_attributes: bool = False) -> None:
-        self.client = client
+    def __init__(self, client: Client | None, settings: Settings, *, search_attributes: bool | None = None) -> None:
+        self._client = client
         self.settings = settings
         self.search_attributes = search_attributes
         self._stores: dict[str, FolderStore] = {}
+
+    async def temporal(self) -> Client:
+        """The Temporal client, connected on first use (and Threadline's search attributes looked up)."""
+        if self._client is None:
+            from worker import connect as connect_client
+
+            self._client = await connect_client(self.settings)
+        if self.search_attributes is None:
+            self.search_attributes = await _registered(self._client, self.settings.namespace)
+        return self._client
+
+    @property
+    def client(self) -> Client:
+        """The Temporal client of a connected `Threadline` (see `temporal()`)."""
+        if self._client is None:
+            raise ThreadlineError(ErrorCode.SERVER_UNAVAILABLE, "not connected to Temporal: await tl.temporal() first")
+        return self._client
 
     def store(self, name: str) -> FolderStore:
         """The store named `name`, read-only here: clients never append (workers do)."""
@@ -125,7 +145,7 @@ class Threadline:
             context=rule,
             lm=lm,
             idle_timeout_s=self.settings.idle_timeout_s if idle_timeout_s is None else idle_timeout_s,
-            search_attributes=self.search_attributes,
+            search_attributes=bool(self.search_attributes),
         )
         return Conversation(self, config)
 
@@ -181,8 +201,15 @@ class Conversation:
 
     @property
     def handle(self) -> WorkflowHandle[Any, Any]:
-        """The conversation's workflow."""
+        """The conversation's workflow (on a connected `Threadline`)."""
         return self.tl.client.get_workflow_handle(workflow_id(self.config.store, self.id))
+
+    async def _workflow(self) -> WorkflowHandle[Any, Any]:
+        """The conversation's workflow, connecting to Temporal if this is the first call that needs it."""
+        client = await self.tl.temporal()
+        if self.config.search_attributes != bool(self.tl.search_attributes):
+            self.config = self.config.model_copy(update={"search_attributes": bool(self.tl.search_attributes)})
+        return client.get_workflow_handle(workflow_id(self.config.store, self.id))
 
     async def __call__(self, *args: Any, request_id: str | None = None, **inputs: Any) -> Any:
         """Send a turn and return its answer (`result`)."""
@@ -213,7 +240,7 @@ class Conversation:
         send = self._send(self._inputs(args, inputs), request_id=request_id, lm=lm)
         await self.signal(send)
         try:
-            placed: Begun = await self.handle.execute_update("begun", send.request_id, result_type=Begun)
+            placed: Begun = await (await self._workflow()).execute_update("begun", send.request_id, result_type=Begun)
         except (WorkflowUpdateFailedError, RPCError) as err:
             raise from_failure(err) from None
         if placed.error is not None:
@@ -228,9 +255,10 @@ class Conversation:
 
     async def signal(self, send: TurnSend | StopSend) -> None:
         """Deliver a `turn` or `stop` with signal-with-start (the conversation reopens if it had closed)."""
-        config = self.config
+        await self._workflow()  # connects, and settles the search attributes in the config
+        client, config = self.tl.client, self.config
         try:
-            await self.tl.client.start_workflow(
+            await client.start_workflow(
                 ConversationWorkflow.run,
                 ConversationInput(config=config),
                 id=workflow_id(config.store, config.conversation),
@@ -246,7 +274,8 @@ class Conversation:
     async def outcome(self, request_id: str) -> TurnOutcome:
         """Wait for how the send `request_id` ended."""
         try:
-            outcome: TurnOutcome = await self.handle.execute_update("wait", request_id, result_type=TurnOutcome)
+            handle = await self._workflow()
+            outcome: TurnOutcome = await handle.execute_update("wait", request_id, result_type=TurnOutcome)
         except (WorkflowUpdateFailedError, RPCError) as err:
             raise from_failure(err) from None
         return outcome
@@ -392,7 +421,7 @@ class Conversation:
             await self.signal(StopSend(turn=turn))
             return
         try:  # nothing recorded yet: only an open workflow can hold queued sends
-            await self.handle.signal("stop", StopSend(turn=turn))
+            await (await self._workflow()).signal("stop", StopSend(turn=turn))
         except RPCError as err:
             raise from_failure(err) from None
 
@@ -406,6 +435,8 @@ class Conversation:
         tid = turn.id if isinstance(turn, Turn) else turn
         if tid not in self._log().turns:
             raise ThreadlineError(ErrorCode.TURN_UNKNOWN, f"turn {tid} is not in conversation {self.id}")
+        await self._workflow()
+        client = self.tl.client
         start = WithStartWorkflowOperation(
             ConversationWorkflow.run,
             ConversationInput(config=self.config),
@@ -415,7 +446,7 @@ class Conversation:
             search_attributes=self._attributes(),
         )
         try:
-            await self.tl.client.execute_update_with_start_workflow("head", tid, start_workflow_operation=start)
+            await client.execute_update_with_start_workflow("head", tid, start_workflow_operation=start)
         except (WorkflowUpdateFailedError, RPCError) as err:
             raise from_failure(err) from None
         self.view = View(pinned=tid, exact=True)
