@@ -261,7 +261,7 @@ async def started(root: Path) -> AsyncIterator[Bench]:
         )
         async with build_worker(env.client, settings), bare_worker:
             tl = await connect(settings, client=env.client)
-            check(tl.search_attributes, "the server has Threadline's search attributes")
+            check(bool(tl.search_attributes), "the server has Threadline's search attributes")
             yield Bench(env, root, settings, tl, bare_queue)
 
 
