@@ -131,3 +131,26 @@ async def test_idle_conversation_closes_and_reopens_from_the_log(
     assert first.id == again.id
     assert first.id == second.parent
     assert [first.id] == second.saw
+
+
+async def test_search_attributes_catch_up_after_a_burst(
+    tl: Threadline, client: Client, worker: Worker, cid: str
+) -> None:
+    """The UI's filters see the conversation, its program and store, and (within ten seconds of a
+    burst of turns) its turn count and state, never content."""
+    from workflows.attributes import CONVERSATION_KEY, PROGRAM_KEY, STATE_KEY, TURNS_KEY
+
+    chat = tl.conversation("tutor", id=cid)
+    for text in ("one", "two", "three"):
+        await chat.predict(text)
+    handle = client.get_workflow_handle(workflow_id("default", cid))
+
+    for _ in range(150):
+        attributes = (await handle.describe()).typed_search_attributes
+        if attributes.get(TURNS_KEY) == 3:
+            break
+        await asyncio.sleep(0.1)
+
+    assert (cid, "tutor", "idle", 3) == tuple(
+        attributes.get(key) for key in (CONVERSATION_KEY, PROGRAM_KEY, STATE_KEY, TURNS_KEY)
+    )

@@ -92,6 +92,7 @@ class ConversationWorkflow:
         self.active = workflow.now()
         self.closing = False
         self.published = workflow.now() - ATTRIBUTES_EVERY
+        self.shown_attributes: tuple[str, int] | None = None
 
     @workflow.signal(name="turn")
     def turn(self, send: TurnSend) -> None:
@@ -154,7 +155,10 @@ class ConversationWorkflow:
         """Place sends in order, carry out stops, and close when idle (reopened by the next signal)."""
         clock = asyncio.create_task(self._idle_clock())
         while True:
-            await workflow.wait_condition(lambda: self._has_work() or (self.closing and self._idle()))
+            await self._publish_when_quiet()
+            await workflow.wait_condition(
+                lambda: self._has_work() or (self.closing and self._idle()) or self._stale_attributes()
+            )
             if self.closing and self._idle() and not self._has_work():
                 if await self._drained():
                     workflow.logger.info("conversation closed after being idle")
@@ -334,13 +338,33 @@ class ConversationWorkflow:
     def _publish(self, *, force: bool = False) -> None:
         """Upsert the search attributes, at most every 10 s of workflow time (each is a visibility
         write), and always before the run closes or continues as new."""
-        if not self.config.search_attributes:
+        if not self.config.search_attributes or self._attributes() == self.shown_attributes:
             return
         if not force and workflow.now() - self.published < ATTRIBUTES_EVERY:
             return
-        state = "running" if self.tasks or self.pending else "idle"
-        workflow.upsert_search_attributes([STATE_KEY.value_set(state), TURNS_KEY.value_set(self.turns)])
-        self.published = workflow.now()
+        state, turns = self._attributes()
+        workflow.upsert_search_attributes([STATE_KEY.value_set(state), TURNS_KEY.value_set(turns)])
+        self.published, self.shown_attributes = workflow.now(), (state, turns)
+
+    def _attributes(self) -> tuple[str, int]:
+        return ("running" if self.tasks or self.pending else "idle"), self.turns
+
+    def _stale_attributes(self) -> bool:
+        return self.config.search_attributes and self._idle() and self._attributes() != self.shown_attributes
+
+    async def _publish_when_quiet(self) -> None:
+        """Once a burst of turns is over, bring the search attributes up to date (one timer per
+        burst, not one per turn), unless work arrives first."""
+        if not self._stale_attributes():
+            return
+        left = ATTRIBUTES_EVERY - (workflow.now() - self.published)
+        if left > timedelta(0):
+            try:
+                await workflow.wait_condition(self._has_work, timeout=left, timeout_summary="publish attributes")
+                return
+            except TimeoutError:
+                pass
+        self._publish(force=True)
 
     # ----- stops
 
