@@ -93,7 +93,8 @@ class TurnRun:
         except asyncio.CancelledError:
             call.cancel()
             watch.cancel()
-            await asyncio.shield(self._end(lambda t: stopped_record(t.id, attempt=self.owned, saw=self.saw)))
+            if _asked_to_cancel():  # not a shutdown or a timeout, which a retry elsewhere carries on
+                await asyncio.shield(self._end(lambda t: stopped_record(t.id, attempt=self.owned, saw=self.saw)))
             raise
         if call.done():
             watch.cancel()
@@ -219,6 +220,13 @@ class TurnRun:
         if outcome is None:
             return RunResult(kind="yielded", attempt=t.attempt)
         return RunResult(kind="ended", outcome=outcome, attempt=t.attempt)
+
+
+def _asked_to_cancel() -> bool:
+    """Whether this try was cancelled on purpose (a cancel request), rather than because its worker
+    is shutting down, its heartbeat timed out, or it was paused or reset: only then is the turn over."""
+    details = activity.cancellation_details()
+    return details is not None and details.cancel_requested and not details.worker_shutdown
 
 
 def _heartbeat_attempt() -> int:

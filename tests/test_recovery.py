@@ -176,3 +176,28 @@ async def test_after_a_long_outage_threadline_yields_to_functai(
     assert 1 == kinds_of(folder, "outage", turn.id)["ended"]
     assert 1 == model_requests(first.log, turn.id)
     assert 0 == model_requests(second.log, turn.id)
+
+
+async def test_a_gracefully_stopped_worker_hands_its_turn_on(
+    tl: Threadline, settings: Settings, tmp_path: Path
+) -> None:
+    """SIGTERM during a model call longer than the worker's 5 s grace is a shutdown, not a stop:
+    the turn is not ended `stopped`, and another worker finishes it."""
+    folder = settings.store_folder("default")
+    first = WorkerProcess(settings, tmp_path / "first.log", delay=8.0)
+    first.wait_ready()
+    running = await tl.conversation("tutor", id="graceful").send("during a deploy")
+    await until_running(folder, "graceful", running.id)
+    await asyncio.sleep(0.5)
+
+    assert 0 == first.stop()
+    second = WorkerProcess(settings, tmp_path / "second.log", delay=1.0)
+    try:
+        second.wait_ready()
+        turn = await asyncio.wait_for(running.result(), timeout=60)
+    finally:
+        second.stop()
+
+    assert "done" == turn.state
+    assert (1, 1) == (model_requests(first.log, turn.id), model_requests(second.log, turn.id))
+    assert 1 == kinds_of(folder, "graceful", turn.id)["ended"]
