@@ -3,9 +3,11 @@ whose result is kept in the log first, so a retry or a resume never pays for it 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import structlog
+from temporalio import activity
 
 from core.models import ContextRule, ConversationConfig, PrepareResult, TurnSend
 from store.log import Log
@@ -23,6 +25,8 @@ from .sends import view_of
 
 log = structlog.get_logger(__name__)
 
+HEARTBEAT_EVERY_S = 1.0
+
 
 class Preparer:
     """Topic and summary work for one send."""
@@ -36,8 +40,11 @@ class Preparer:
         """One model call of a built-in program; its outputs, checked."""
         provider, name = self.providers.resolve(model or self.model)
         log.info("model.requested", purpose=purpose, model=model or self.model)
-        reply = await provider.complete(build_request(program, [], inputs, model=name))
-        return program.validate_outputs(reply.outputs)
+        call = asyncio.create_task(provider.complete(build_request(program, [], inputs, model=name)))
+        while not call.done():  # heartbeats: a worker that dies mid-call is noticed in seconds
+            activity.heartbeat()
+            await asyncio.wait({call}, timeout=HEARTBEAT_EVERY_S)
+        return program.validate_outputs(call.result().outputs)
 
     async def prepare(self, config: ConversationConfig, send: TurnSend) -> PrepareResult:
         """Classify the message's topic, placing it by topic under `branch`."""

@@ -255,6 +255,7 @@ class ConversationWorkflow:
                     TurnActivities.prepare_turn,
                     BeginInput(config=self.config, send=send),
                     start_to_close_timeout=MODEL_CALL_TIMEOUT,
+                    heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
                     retry_policy=MODEL_RETRY,
                     summary="topic",
                 )
@@ -300,6 +301,7 @@ class ConversationWorkflow:
                 TurnActivities.summarise_branch,
                 RunInput(config=self.config, send=send, turn=turn),
                 start_to_close_timeout=MODEL_CALL_TIMEOUT,
+                heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
                 retry_policy=MODEL_RETRY,
                 summary="summary",
             )
