@@ -43,7 +43,9 @@ log = structlog.get_logger(__name__)
 
 MAX_INPUT_BYTES = 1 << 20
 VIEWS_KEPT = 1024
-"""Conversations whose parsed log a worker keeps between activities (least recently used go)."""
+"""Conversations whose parsed log a worker keeps between activities (least recently used go)..."""
+RECORDS_KEPT = 200_000
+"""... and at most this many parsed records in all (about 1 GB of long, tool-heavy records)."""
 
 
 class TurnActivities:
@@ -93,8 +95,9 @@ class TurnActivities:
         found = self._views.get(key)
         if found is None:
             found = self._views[key] = LogView(self.store(store), conversation)
-            while len(self._views) > VIEWS_KEPT:
-                self._views.popitem(last=False)
+            kept = sum(view.log.n for view in self._views.values())
+            while len(self._views) > 1 and (len(self._views) > VIEWS_KEPT or kept > RECORDS_KEPT):
+                kept -= self._views.popitem(last=False)[1].log.n
         else:
             self._views.move_to_end(key)
         return found

@@ -57,17 +57,19 @@ class FolderStore:
     Args:
         folder: The store's folder (`~` expanded, made absolute); `conversations/` is created 0700.
         cache: How many conversations' lines to keep in memory between reads (least recently used go).
+        cache_bytes: The most bytes of lines kept in all; past it, least recently used go first.
     """
 
     durability = "disk"
     persistent = True
 
-    def __init__(self, folder: str | os.PathLike[str], *, cache: int = 256) -> None:
+    def __init__(self, folder: str | os.PathLike[str], *, cache: int = 256, cache_bytes: int = 256 << 20) -> None:
         self.folder = Path(os.fspath(folder)).expanduser().absolute()
         self._dir = self.folder / "conversations"
         os.makedirs(self._dir, mode=0o700, exist_ok=True)
         self._cache: OrderedDict[str, _Lines] = OrderedDict()
         self._cache_size = cache
+        self._cache_bytes = cache_bytes
         self._guard = threading.Lock()
         self._mutexes: dict[str, threading.Lock] = {}
 
@@ -169,8 +171,9 @@ class FolderStore:
             held = self._cache.get(conversation)
             if held is None:
                 held = self._cache[conversation] = _Lines()
-                while len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
+                kept = sum(lines.offset for lines in self._cache.values())
+                while len(self._cache) > 1 and (len(self._cache) > self._cache_size or kept > self._cache_bytes):
+                    kept -= self._cache.popitem(last=False)[1].offset
             else:
                 self._cache.move_to_end(conversation)
             return held

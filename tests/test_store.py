@@ -158,3 +158,14 @@ def test_a_replaced_file_is_read_again(tmp_path: Path) -> None:
     store.path("c1").write_text('{"z":1,"seq":1}\n')
 
     assert [{"z": 1, "seq": 1}] == store.read("c1")
+
+
+def test_a_small_cache_still_reads_and_appends_correctly(tmp_path: Path) -> None:
+    """Conversations pushed out of the cache are read again from disk, and numbering holds."""
+    store = FolderStore(tmp_path, cache=1, cache_bytes=1)
+    for name in ("a", "b", "a", "c", "b"):
+        store.append(name, [{"name": name}], expect=len(store.read(name)))
+
+    assert [1, 2] == [r["seq"] for r in store.read("a")]
+    assert [1, 2] == [r["seq"] for r in store.read("b")]
+    assert [{"name": "c", "seq": 1}] == store.read("c")
