@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
     from ._details import current_details, slim
-    from .attributes import STATE_KEY, TURNS_KEY
+    from ._upkeep import ATTRIBUTES_EVERY, Upkeep
 
 STORE_TIMEOUT = timedelta(seconds=30)
 STORE_RETRY = RetryPolicy(
@@ -58,7 +58,6 @@ FOLLOW_TIMEOUT = timedelta(hours=2)
 KEPT_OUTCOMES = 200
 CARRIED_OUTCOMES = 20
 """Recent outcomes continue-as-new carries, without outputs; older request ids are found in the log."""
-ATTRIBUTES_EVERY = timedelta(seconds=10)
 
 A = TypeVar("A")
 R = TypeVar("R")
@@ -72,7 +71,7 @@ def _answer(outcome: TurnOutcome) -> TurnOutcome:
 
 
 @workflow.defn(name="Conversation")
-class ConversationWorkflow:
+class ConversationWorkflow(Upkeep):
     """A conversation: turns arrive as signals, run as activities, and end in the record log."""
 
     @workflow.init
@@ -177,17 +176,6 @@ class ConversationWorkflow:
             elif self._time_to_continue() and await self._drained():
                 self._publish(force=True)
                 workflow.continue_as_new(self._carried())
-
-    async def _idle_clock(self) -> None:
-        """One durable timer per idle period (not one per turn): sleep until the conversation has
-        had nothing to do for its idle time, then ask the main loop to close."""
-        limit = timedelta(seconds=self.config.idle_timeout_s)
-        while True:
-            left = limit - (workflow.now() - self.active) if self._idle() else limit
-            if left <= timedelta(0):
-                self.closing = True
-                return
-            await workflow.sleep(left, summary="idle close")
 
     def _idle(self) -> bool:
         return not (self.pending or self.stops or self.tasks or self.background)
@@ -336,37 +324,6 @@ class ConversationWorkflow:
         self.active = workflow.now()
         workflow.set_current_details(current_details(self.turns, outcome, inputs))
         self._publish()
-
-    def _publish(self, *, force: bool = False) -> None:
-        """Upsert the search attributes, at most every 10 s of workflow time (each is a visibility
-        write), and always before the run closes or continues as new."""
-        if not self.config.search_attributes or self._attributes() == self.shown_attributes:
-            return
-        if not force and workflow.now() - self.published < ATTRIBUTES_EVERY:
-            return
-        state, turns = self._attributes()
-        workflow.upsert_search_attributes([STATE_KEY.value_set(state), TURNS_KEY.value_set(turns)])
-        self.published, self.shown_attributes = workflow.now(), (state, turns)
-
-    def _attributes(self) -> tuple[str, int]:
-        return ("running" if self.tasks or self.pending else "idle"), self.turns
-
-    def _stale_attributes(self) -> bool:
-        return self.config.search_attributes and self._idle() and self._attributes() != self.shown_attributes
-
-    async def _publish_when_quiet(self) -> None:
-        """Once a burst of turns is over, bring the search attributes up to date (one timer per
-        burst, not one per turn), unless work arrives first."""
-        if not self._stale_attributes():
-            return
-        left = ATTRIBUTES_EVERY - (workflow.now() - self.published)
-        if left > timedelta(0):
-            try:
-                await workflow.wait_condition(self._has_work, timeout=left, timeout_summary="publish attributes")
-                return
-            except TimeoutError:
-                pass
-        self._publish(force=True)
 
     # ----- stops
 
