@@ -24,6 +24,7 @@ from core.models import (
     TurnOutcome,
     TurnRef,
     WatchInput,
+    check_input_size,
 )
 from store.base import Store
 from store.log import Log, Turn
@@ -41,7 +42,6 @@ from .sends import rule_of, summary_of, view_of
 
 log = structlog.get_logger(__name__)
 
-MAX_INPUT_BYTES = 1 << 20
 VIEWS_KEPT = 1024
 """Conversations whose parsed log a worker keeps between activities (least recently used go)..."""
 RECORDS_KEPT = 200_000
@@ -114,6 +114,7 @@ class TurnActivities:
     async def _begin(self, input: BeginInput) -> BeginResult:
         config, send = input.config, input.send
         program = self.program(send.program or config.program)
+        check_input_size(send.inputs)  # a signal may come from any SDK or the Temporal CLI, not only our client
         inputs = program.validate_inputs(send.inputs)
         lm = send.lm or config.lm
         request = TurnRequest(

@@ -6,12 +6,28 @@ here holds a secret; inputs and outputs of one turn are the only content that cr
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .errors import ErrorCode, ThreadlineError
+
 Sends = Literal["queue", "refuse", "branch"]
 OutcomeState = Literal["done", "failed", "stopped", "abandoned", "refused"]
+
+
+MAX_INPUT_BYTES = 1 << 20
+"""The largest inputs one send may carry, as JSON bytes."""
+
+
+def check_input_size(inputs: dict[str, Any]) -> None:
+    """Refuse inputs over `MAX_INPUT_BYTES` with `input-too-large`."""
+    size = len(json.dumps(inputs, ensure_ascii=False, default=str).encode())
+    if size > MAX_INPUT_BYTES:
+        raise ThreadlineError(
+            ErrorCode.INPUT_TOO_LARGE, f"the inputs are {size} bytes; at most {MAX_INPUT_BYTES} are accepted"
+        )
 
 
 class Model(BaseModel):

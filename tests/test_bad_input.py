@@ -6,9 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client
 from temporalio.worker import Worker
 
 from core.errors import ThreadlineError
+from core.models import TurnSend
 from store.folder import FolderStore
 from threadline.client import Threadline
 
@@ -73,4 +75,20 @@ async def test_continuing_an_unknown_turn_is_refused(tl: Threadline, worker: Wor
         await tl.conversation("tutor", id="no-turn").continue_from("01926d00-0001-7000-8000-000000000000").send("x")
 
     assert "turn-unknown" == refused.value.code
+    assert [] == recorded(folder)
+
+
+async def test_an_oversized_signal_from_elsewhere_is_refused_by_the_worker(
+    tl: Threadline, client: Client, worker: Worker, folder: Path, cid: str
+) -> None:
+    """A turn signalled by another SDK or the Temporal CLI skips our client's check: the worker
+    refuses it too, before anything is appended."""
+    chat = tl.conversation("tutor", id=cid)
+    send = TurnSend(request_id="big", inputs={"message": "x" * (1 << 20)}, program="tutor")
+
+    await chat.signal(send)
+    with pytest.raises(ThreadlineError) as refused:
+        await chat.outcome("big")
+
+    assert "input-too-large" == refused.value.code
     assert [] == recorded(folder)

@@ -14,7 +14,6 @@ nothing of the transcript passes through Temporal.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from core.models import (
     StopSend,
     TurnOutcome,
     TurnSend,
+    check_input_size,
 )
 from core.settings import Settings
 from store.base import check_id
@@ -47,9 +47,6 @@ from workflows.attributes import CONVERSATION_KEY, PROGRAM_KEY, SEARCH_ATTRIBUTE
 from workflows.conversation import ConversationWorkflow
 
 from .turns import Turn, to_turn
-
-MAX_INPUT_BYTES = 1 << 20
-"""The largest inputs one send may carry (JSON bytes); larger ones are refused before anything is sent."""
 
 
 def workflow_id(store: str, conversation: str) -> str:
@@ -317,11 +314,7 @@ class Conversation:
             if len(args) > len(names):
                 raise ThreadlineError(ErrorCode.INPUTS_INVALID, f"{program.name} takes {len(names)} input(s)")
             inputs = {**dict(zip(names, args, strict=False)), **inputs}
-        size = len(json.dumps(inputs, ensure_ascii=False, default=str).encode())
-        if size > MAX_INPUT_BYTES:
-            raise ThreadlineError(
-                ErrorCode.INPUT_TOO_LARGE, f"the inputs are {size} bytes; at most {MAX_INPUT_BYTES} are accepted"
-            )
+        check_input_size(inputs)  # before anything is sent (the worker checks again: signals come from anywhere)
         return inputs
 
     async def stream(
