@@ -8,26 +8,24 @@ timeout, and its sticky queue is released.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import signal
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import timedelta
 
 import structlog
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from activities.models import OfflineModel, Provider, Providers
 from activities.providers import build_providers, new_http_client
 from activities.turns import TurnActivities
 from core import logs
-from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings
 from store.base import Store
 from store.folder import FolderStore
-from store.program import TUTOR, Program
+from store.program import load_programs
 from store.streams import StreamLog
+from threadline.client import connect_temporal
 from workflows.conversation import ConversationWorkflow
 
 log = structlog.get_logger(__name__)
@@ -36,18 +34,6 @@ STICKY_TIMEOUT = timedelta(seconds=2)
 """How long a cached conversation's next task waits for this worker before any worker takes it."""
 HEARTBEAT_THROTTLE = timedelta(seconds=1)
 """Heartbeats (and so stops and crash detection) get out at least this often."""
-
-
-def load_programs(modules: Iterable[str]) -> dict[str, Program]:
-    """The built-in programs plus every `Program` defined at the top level of `modules`."""
-    programs = {TUTOR.name: TUTOR}
-    for name in modules:
-        try:
-            module = importlib.import_module(name)
-        except ImportError as err:
-            raise ThreadlineError(ErrorCode.PROGRAM_INVALID, f"cannot import program module {name!r}: {err}") from None
-        programs.update({p.name: p for p in vars(module).values() if isinstance(p, Program)})
-    return programs
 
 
 def default_providers(settings: Settings) -> dict[str, Provider]:
@@ -95,20 +81,6 @@ def build_worker(
     )
 
 
-async def connect(settings: Settings) -> Client:
-    """A client of `settings.address` with the pydantic data converter every Threadline process shares."""
-    try:
-        return await Client.connect(
-            settings.address, namespace=settings.namespace, data_converter=pydantic_data_converter
-        )
-    except RuntimeError as err:
-        raise ThreadlineError(
-            ErrorCode.SERVER_UNAVAILABLE,
-            f"cannot reach Temporal at {settings.address} ({err}); start one with `threadline dev --server-only`",
-            retryable=True,
-        ) from None
-
-
 async def run(settings: Settings, *, client: Client | None = None, stop: asyncio.Event | None = None) -> None:
     """Run a worker until `stop` is set or the process gets SIGTERM or SIGINT."""
     stop = stop or asyncio.Event()
@@ -117,7 +89,7 @@ async def run(settings: Settings, *, client: Client | None = None, stop: asyncio
         loop.add_signal_handler(sig, stop.set)
     async with new_http_client() as http:
         providers = build_providers(settings, http)
-        worker = build_worker(client or await connect(settings), settings, providers=providers)
+        worker = build_worker(client or await connect_temporal(settings), settings, providers=providers)
         async with worker:
             log.info(
                 "worker.started", task_queue=settings.task_queue, address=settings.address, providers=sorted(providers)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib
 import inspect
 import re
 import typing
@@ -23,7 +24,7 @@ from core.errors import ErrorCode, ThreadlineError
 
 from .shape import UNIONS, canonical_json, full_shape, hash_json, shape_of, type_hints
 
-__all__ = ["TUTOR", "Field", "Program", "canonical_json", "check_fields", "hash_json", "shape_of"]
+__all__ = ["TUTOR", "Field", "Program", "canonical_json", "check_fields", "hash_json", "load_programs", "shape_of"]
 
 FORMAT = 1
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -291,6 +292,18 @@ def _by_name(fields: Iterable[Any]) -> dict[str, Mapping[str, Any]]:
             raise ThreadlineError(ErrorCode.RECORD_INVALID, "a program record's field has no name; repair the log")
         out[field["name"]] = field
     return out
+
+
+def load_programs(modules: Iterable[str]) -> dict[str, Program]:
+    """The built-in programs plus every `Program` defined at the top level of `modules`."""
+    programs = {TUTOR.name: TUTOR}
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as err:
+            raise ThreadlineError(ErrorCode.PROGRAM_INVALID, f"cannot import program module {name!r}: {err}") from None
+        programs.update({p.name: p for p in vars(module).values() if isinstance(p, Program)})
+    return programs
 
 
 def tutor(message: str) -> str:

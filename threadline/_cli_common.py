@@ -12,11 +12,11 @@ import threading
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, TextIO, TypeAlias
 
-import worker
 from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings
 from store.base import check_id
 from store.log import Log
+from store.program import load_programs
 from store.rules import view_head
 
 from . import _format
@@ -55,7 +55,7 @@ async def open_conversation(args: argparse.Namespace, settings: Settings, **opti
 
 def message_inputs(message: str, program: str, settings: Settings) -> dict[str, Any]:
     """MESSAGE as the inputs of `program`: its one input, or a JSON object of several."""
-    known = worker.load_programs(settings.programs).get(program)
+    known = load_programs(settings.programs).get(program)
     if known is not None and len(known.inputs) == 1:
         return {known.inputs[0][0]: message}
     inputs = _json_object(message)

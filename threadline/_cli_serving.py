@@ -15,6 +15,7 @@ from temporalio.client import Client
 import worker
 from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings
+from threadline.client import connect_temporal
 
 from . import _format
 from ._cli_common import Subcommands
@@ -66,7 +67,7 @@ async def run_dev(args: argparse.Namespace, out: Output) -> int:
         if args.server_only:
             await stop.wait()
             return 0
-        client = await worker.connect(settings)
+        client = await connect_temporal(settings)
         demo = asyncio.create_task(_demo(client, settings, ui_url=server.ui_url, out=out)) if args.demo else None
         try:
             await worker.run(settings, client=client, stop=stop)
@@ -80,7 +81,7 @@ async def run_dev(args: argparse.Namespace, out: Output) -> int:
 async def run_worker(args: argparse.Namespace, out: Output) -> int:
     """Run a worker for the server at THREADLINE_TEMPORAL_ADDRESS until SIGINT or SIGTERM."""
     settings = Settings.from_env()
-    client = await worker.connect(settings)
+    client = await connect_temporal(settings)
     data = {"address": settings.address, "task_queue": settings.task_queue}
     out.emit(data, f"Worker on task queue {settings.task_queue!r} at {settings.address}; press Ctrl-C to stop.")
     await worker.run(settings, client=client)

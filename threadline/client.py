@@ -21,6 +21,7 @@ from typing import Any
 
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -40,6 +41,7 @@ from core.settings import Settings
 from store.base import check_id
 from store.folder import FolderStore
 from store.log import Log
+from store.program import Program, load_programs
 from store.records import uuid7
 from store.rules import View, view_head
 from store.streams import StreamLog, StreamReader
@@ -64,6 +66,20 @@ def from_failure(err: BaseException) -> ThreadlineError:
     if isinstance(err, RPCError):
         return ThreadlineError(ErrorCode.SERVER_UNAVAILABLE, f"Temporal did not answer: {err}", retryable=True)
     return ThreadlineError(ErrorCode.INTERNAL, f"{type(cause).__name__}: {cause}")
+
+
+async def connect_temporal(settings: Settings) -> Client:
+    """A client of `settings.address` with the pydantic data converter every Threadline process shares."""
+    try:
+        return await Client.connect(
+            settings.address, namespace=settings.namespace, data_converter=pydantic_data_converter
+        )
+    except RuntimeError as err:
+        raise ThreadlineError(
+            ErrorCode.SERVER_UNAVAILABLE,
+            f"cannot reach Temporal at {settings.address} ({err}); start one with `threadline dev --server-only`",
+            retryable=True,
+        ) from None
 
 
 async def connect(settings: Settings | None = None, *, client: Client | None = None, lazy: bool = False) -> Threadline:
@@ -96,13 +112,18 @@ class Threadline:
         self.settings = settings
         self.search_attributes = search_attributes
         self._stores: dict[str, FolderStore] = {}
+        self._programs: dict[str, Program] | None = None
+
+    def programs(self) -> dict[str, Program]:
+        """The programs this client knows (built in, and from THREADLINE_PROGRAMS), loaded once."""
+        if self._programs is None:
+            self._programs = load_programs(self.settings.programs)
+        return self._programs
 
     async def temporal(self) -> Client:
         """The Temporal client, connected on first use (and Threadline's search attributes looked up)."""
         if self._client is None:
-            from worker import connect as connect_client
-
-            self._client = await connect_client(self.settings)
+            self._client = await connect_temporal(self.settings)
         if self.search_attributes is None:
             self.search_attributes = await _registered(self._client, self.settings.namespace)
         return self._client
@@ -303,9 +324,7 @@ class Conversation:
 
     def _inputs(self, args: tuple[Any, ...], inputs: dict[str, Any]) -> dict[str, Any]:
         if args:
-            from worker import load_programs
-
-            program = load_programs(self.tl.settings.programs).get(self.config.program)
+            program = self.tl.programs().get(self.config.program)
             if program is None:
                 raise ThreadlineError(
                     ErrorCode.INPUTS_INVALID, f"name the inputs of {self.config.program!r}: it is not known here"

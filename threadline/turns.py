@@ -7,7 +7,7 @@ from typing import Any
 
 from store.log import Log
 from store.log import Turn as LoggedTurn
-from store.records import parse_time
+from store.rules import expand
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +35,6 @@ class Turn:
 
 def shown_ids(log: Log, turn: str) -> list[str]:
     """The turns `turn` was shown, with `saw_of` expanded (empty when it cannot be)."""
-    from store.rules import expand
-
     try:
         return [str(e["call"]) for e in expand(log, turn)]
     except ValueError:
@@ -63,4 +61,4 @@ def to_turn(log: Log, t: LoggedTurn, now: float) -> Turn:
     )
 
 
-__all__ = ["Turn", "parse_time", "shown_ids", "to_turn"]
+__all__ = ["Turn", "shown_ids", "to_turn"]

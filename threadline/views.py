@@ -70,9 +70,7 @@ def history(chat: Conversation, log: Log, tip: str | None) -> dict[str, Any]:
 
 def require_program(chat: Conversation) -> Program:
     """The conversation's program as this client knows it (built in, or from THREADLINE_PROGRAMS)."""
-    from worker import load_programs
-
-    program = load_programs(chat.tl.settings.programs).get(chat.config.program)
+    program = chat.tl.programs().get(chat.config.program)
     if program is None:
         raise ThreadlineError(
             ErrorCode.PROGRAM_UNKNOWN, f"program {chat.config.program!r} is not known here: set THREADLINE_PROGRAMS"
