@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Protocol, TypeVar
+
+R = TypeVar("R", bound="TableRow")
 
 
 class TableRow(Protocol):
@@ -27,3 +33,22 @@ def print_table(rows: Sequence[TableRow], title: str) -> None:
     missed = [r.measure for r in rows if r.met is False]
     met = sum(r.met is True for r in rows)
     print(f"\nTargets: {met} met, {len(missed)} not met{': ' if missed else ''}{'; '.join(missed)}")
+
+
+def run_benchmark(header: Callable[[], None], run: Callable[[], Coroutine[Any, Any, list[R]]], note: str) -> list[R]:
+    """Quiet the logs, print the header, run, then print the table titled with the machine and time."""
+    from bench.turns import quiet_logs
+
+    started_at = time.perf_counter()
+    quiet_logs()
+    header()
+    rows = asyncio.run(run())
+    elapsed = time.perf_counter() - started_at
+    print_table(rows, f"Results ({os.cpu_count()} CPUs, {elapsed:.1f} s; {note})")
+    return rows
+
+
+def exit_now() -> None:
+    """Leave without the interpreter teardown that Temporal's core threads can trip (sdk-python#300)."""
+    sys.stdout.flush()
+    os._exit(0)

@@ -29,14 +29,12 @@ Absolute times depend on the machine; the ratios compressed / all turns are what
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
 import platform
 import re
 import statistics
-import sys
 import tempfile
 import time
 import uuid
@@ -49,10 +47,10 @@ from typing import Any
 import httpx
 
 from activities.providers import build_providers
-from bench._report import print_table
+from bench._report import exit_now, run_benchmark
 from bench._server import start_dev_server
 from bench.streaming import TaskCost, task_cost
-from bench.turns import check, quiet_logs, settings_for
+from bench.turns import check, settings_for
 from tests.fakeprovider import Failure, FakeProvider, Received, Reply
 from threadline.client import Conversation, connect
 from worker import build_worker
@@ -352,6 +350,7 @@ def header() -> None:
         f"{platform.machine()}, os.cpu_count() = {os.cpu_count()}"
     )
     print(f"  {TURNS} turns each, the conversations alternating turn by turn; ratio = compressed / all turns")
+    print()
 
 
 async def run() -> list[Row]:
@@ -385,17 +384,9 @@ def explain(costs: dict[str, TaskCost], tracks: dict[str, Track]) -> None:
 
 def main() -> list[Row]:
     """Run the measurement, print the details and the table; return the table's rows."""
-    started_at = time.perf_counter()
-    quiet_logs()
-    header()
-    print()
-    rows = asyncio.run(run())
-    elapsed = time.perf_counter() - started_at
-    print_table(rows, f"Results ({os.cpu_count()} CPUs, {elapsed:.1f} s; threadline = compressed, anchor = all turns)")
-    return rows
+    return run_benchmark(header, run, "threadline = compressed, anchor = all turns")
 
 
 if __name__ == "__main__":
     main()
-    sys.stdout.flush()
-    os._exit(0)  # skip the interpreter teardown the Temporal core threads can trip (sdk-python#300)
+    exit_now()

@@ -23,13 +23,11 @@ cores); the difference and the ratio are what to read.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 import uuid
@@ -42,9 +40,9 @@ from typing import Any
 import httpx
 
 from activities.providers import build_providers
-from bench._report import print_table
+from bench._report import exit_now, run_benchmark
 from bench._server import start_dev_server
-from bench.turns import Row, check, pct, quiet_logs, run_costs, settings_for, verdict
+from bench.turns import Row, check, pct, run_costs, settings_for, verdict
 from tests.fakeprovider import Failure, FakeProvider, Reply
 from threadline.client import Conversation, Threadline, TurnHandle, connect, workflow_id
 from threadline.turns import Turn
@@ -393,6 +391,7 @@ def header() -> None:
         f"{platform.machine()}, os.cpu_count() = {os.cpu_count()}"
     )
     print(f"  {WARMUP} warm-up calls, then {REPS} timed; systems alternate call by call; ratio = threadline / anchor")
+    print()
 
 
 async def run() -> list[Row]:
@@ -408,17 +407,9 @@ async def run() -> list[Row]:
 
 def main() -> list[Row]:
     """Run the measurement, print the details and the table; return the table's rows."""
-    started_at = time.perf_counter()
-    quiet_logs()
-    header()
-    print()
-    rows = asyncio.run(run())
-    elapsed = time.perf_counter() - started_at
-    print_table(rows, f"Results ({os.cpu_count()} CPUs, {elapsed:.1f} s; ratio = threadline / anchor)")
-    return rows
+    return run_benchmark(header, run, "ratio = threadline / anchor")
 
 
 if __name__ == "__main__":
     main()
-    sys.stdout.flush()
-    os._exit(0)  # skip the interpreter teardown the Temporal core threads can trip (sdk-python#300)
+    exit_now()

@@ -39,7 +39,6 @@ import logging
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 import uuid
@@ -52,7 +51,7 @@ from typing import Any
 
 from temporalio import workflow
 
-from bench._report import print_table
+from bench._report import exit_now, run_benchmark
 from bench._server import start_dev_server
 
 with workflow.unsafe.imports_passed_through():
@@ -814,16 +813,9 @@ async def run() -> list[Row]:
 
 def main() -> list[Row]:
     """Run every measurement, print the details and the table; return the table's rows."""
-    started_at = time.perf_counter()
-    quiet_logs()
-    header()
-    rows = asyncio.run(run())
-    elapsed = time.perf_counter() - started_at
-    print_table(rows, f"Results ({os.cpu_count()} CPUs, {elapsed:.1f} s; ratio = threadline / anchor)")
-    return rows
+    return run_benchmark(header, run, "ratio = threadline / anchor")
 
 
 if __name__ == "__main__":
     main()
-    sys.stdout.flush()
-    os._exit(0)  # skip the interpreter teardown the Temporal core threads can trip (sdk-python#300)
+    exit_now()

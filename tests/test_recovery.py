@@ -17,7 +17,8 @@ from store.log import Log
 from tests.conftest import slow
 from tests.functai_kit import offline, reply, tutor
 from tests.processes import WorkerProcess, model_requests
-from threadline.client import Threadline
+from threadline.client import Threadline, TurnHandle
+from threadline.turns import Turn
 from worker import build_worker
 
 
@@ -35,6 +36,21 @@ async def until_running(folder: Path, conversation: str, turn: str | None) -> No
     raise TimeoutError(f"turn {turn} never ran")
 
 
+async def until_asking(folder: Path, conversation: str, turn: str | None) -> None:
+    """Wait until the turn runs, then half a second more: its worker is inside the model call."""
+    await until_running(folder, conversation, turn)
+    await asyncio.sleep(0.5)
+
+
+async def finished_by(worker: WorkerProcess, running: TurnHandle) -> Turn:
+    """Let `worker` take over: wait for the turn to end, then stop the worker."""
+    try:
+        worker.wait_ready()
+        return await asyncio.wait_for(running.result(), timeout=60)
+    finally:
+        worker.stop()
+
+
 async def test_a_killed_worker_turn_finishes_on_another(tl: Threadline, settings: Settings, tmp_path: Path) -> None:
     """kill -9 during a slow model call: a new worker finishes the turn; one turn and one ended record,
     and the completed earlier reply is not asked for again."""
@@ -44,16 +60,10 @@ async def test_a_killed_worker_turn_finishes_on_another(tl: Threadline, settings
     chat = tl.conversation("tutor", id="crash")
     earlier = await chat.predict("before the crash")
     running = await chat.send("during the crash")
-    await until_running(settings.store_folder("default"), "crash", running.id)
-    await asyncio.sleep(0.5)
+    await until_asking(settings.store_folder("default"), "crash", running.id)
 
     first.kill()
-    second = WorkerProcess(settings, logs, delay=2.0)
-    try:
-        second.wait_ready()
-        turn = await asyncio.wait_for(running.result(), timeout=60)
-    finally:
-        second.stop()
+    turn = await finished_by(WorkerProcess(settings, logs, delay=2.0), running)
 
     assert "done" == turn.state
     assert earlier.id == turn.parent
@@ -146,8 +156,7 @@ async def test_after_a_long_outage_threadline_yields_to_functai(
     first = WorkerProcess(settings, tmp_path / "first.log", delay=5.0)
     first.wait_ready()
     running = await tl.conversation("tutor", id="outage").send("during the outage")
-    await until_running(folder, "outage", running.id)
-    await asyncio.sleep(0.5)
+    await until_asking(folder, "outage", running.id)
     first.kill()
     for _ in range(450):  # the lease written at the start lasts 30 s
         if Log(FolderStore(folder).read("outage")).turns[str(running.id)].state(time.time()) == "interrupted":
@@ -165,12 +174,8 @@ async def test_after_a_long_outage_threadline_yields_to_functai(
             break  # functai claimed it
         await asyncio.sleep(0.05)
     second = WorkerProcess(settings, tmp_path / "second.log", delay=5.0)
-    try:
-        second.wait_ready()
-        turn = await asyncio.wait_for(running.result(), timeout=60)
-    finally:
-        thread.join()
-        second.stop()
+    turn = await finished_by(second, running)
+    thread.join()
 
     assert ("done", 2, "resumed by functai") == (turn.state, turn.attempt, turn.result)
     assert 1 == kinds_of(folder, "outage", turn.id)["ended"]
@@ -187,16 +192,11 @@ async def test_a_gracefully_stopped_worker_hands_its_turn_on(
     first = WorkerProcess(settings, tmp_path / "first.log", delay=8.0)
     first.wait_ready()
     running = await tl.conversation("tutor", id="graceful").send("during a deploy")
-    await until_running(folder, "graceful", running.id)
-    await asyncio.sleep(0.5)
+    await until_asking(folder, "graceful", running.id)
 
     assert 0 == first.stop()
     second = WorkerProcess(settings, tmp_path / "second.log", delay=1.0)
-    try:
-        second.wait_ready()
-        turn = await asyncio.wait_for(running.result(), timeout=60)
-    finally:
-        second.stop()
+    turn = await finished_by(second, running)
 
     assert "done" == turn.state
     assert (1, 1) == (model_requests(first.log, turn.id), model_requests(second.log, turn.id))
