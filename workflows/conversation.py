@@ -63,6 +63,12 @@ A = TypeVar("A")
 R = TypeVar("R")
 
 
+def _bare(send: TurnSend) -> TurnSend:
+    """`send` without its inputs: activities after placing read them from the log, so they need not
+    cross history again (they already came with the signal and went to `begin_turn`)."""
+    return send.model_copy(update={"inputs": {}})
+
+
 def _answer(outcome: TurnOutcome) -> TurnOutcome:
     """`outcome`, or its coded error raised when the send was refused."""
     if outcome.state == "refused" and outcome.error is not None:
@@ -287,7 +293,7 @@ class ConversationWorkflow(Upkeep):
         try:
             await workflow.execute_activity_method(
                 TurnActivities.summarise_branch,
-                RunInput(config=self.config, send=send, turn=turn),
+                RunInput(config=self.config, send=_bare(send), turn=turn),
                 start_to_close_timeout=MODEL_CALL_TIMEOUT,
                 heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
                 retry_policy=MODEL_RETRY,
@@ -300,7 +306,7 @@ class ConversationWorkflow(Upkeep):
         model = send.lm or self.config.lm or "the worker's model"
         return await workflow.execute_activity_method(
             TurnActivities.run_turn,
-            RunInput(config=self.config, send=send, turn=turn, attempt=attempt),
+            RunInput(config=self.config, send=_bare(send), turn=turn, attempt=attempt),
             start_to_close_timeout=MODEL_CALL_TIMEOUT,
             heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
             retry_policy=MODEL_RETRY,
