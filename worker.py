@@ -9,26 +9,29 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
+from pathlib import Path
 
 import structlog
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.llm import LLMActivities
 from activities.models import OfflineModel, Provider, Providers
 from activities.providers import build_providers, new_http_client
-from activities.turns import TurnActivities
+from activities.transcript import TranscriptActivities
 from core import logs
 from core.settings import Settings
+from core.temporal import connect_temporal
 from store.base import Store
 from store.folder import FolderStore
 from store.program import load_programs
+from store.reader import AsyncStore, LogCache, Stores, Threaded
 from store.streams import StreamLog
-from threadline.client import connect_temporal
 from workflows.conversation import ConversationWorkflow
 
-log = structlog.get_logger(__name__)
+logger = structlog.get_logger(__name__)
 
 STICKY_TIMEOUT = timedelta(seconds=2)
 """How long a cached conversation's next task waits for this worker before any worker takes it."""
@@ -51,9 +54,16 @@ def build_worker(
 ) -> Worker:
     """A Worker running conversations and their activities on `settings.task_queue`."""
     folders = settings.stores or {"default": settings.data / "store"}
-    activities = TurnActivities(
-        stores if stores is not None else {name: FolderStore(folder) for name, folder in folders.items()},
-        load_programs(settings.programs),
+    if stores is not None:
+        openers = {name: _opener(store) for name, store in stores.items()}
+    else:
+        openers = {name: _folder_opener(folder) for name, folder in folders.items()}
+    logs = LogCache(Stores(openers))
+    programs = load_programs(settings.programs)
+    transcript = TranscriptActivities(logs, programs)
+    llm = LLMActivities(
+        logs,
+        programs,
         Providers(providers if providers is not None else default_providers(settings)),
         default_model=settings.model,
         streams={name: StreamLog(folder) for name, folder in folders.items()},
@@ -63,15 +73,16 @@ def build_worker(
         task_queue=settings.task_queue,
         workflows=[ConversationWorkflow],
         activities=[
-            activities.prepare_turn,
-            activities.summarise_branch,
-            activities.begin_turn,
-            activities.run_turn,
-            activities.follow_turn,
-            activities.stop_turn,
-            activities.move_head,
-            activities.end_turn,
-            activities.watch_log,
+            transcript.begin_turn,
+            transcript.follow_turn,
+            transcript.stop_turn,
+            transcript.move_head,
+            transcript.end_turn,
+            transcript.watch_log,
+            llm.prepare_turn,
+            llm.summarise_branch,
+            llm.run_turn,
+            llm.render_turn,
         ],
         max_concurrent_activities=200,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
@@ -91,13 +102,21 @@ async def run(settings: Settings, *, client: Client | None = None, stop: asyncio
         providers = build_providers(settings, http)
         worker = build_worker(client or await connect_temporal(settings), settings, providers=providers)
         async with worker:
-            log.info(
+            logger.info(
                 "worker.started", task_queue=settings.task_queue, address=settings.address, providers=sorted(providers)
             )
             await stop.wait()
-            log.info("worker.stopping")
+            logger.info("worker.stopping")
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.remove_signal_handler(sig)
+
+
+def _opener(store: Store) -> Callable[[], AsyncStore]:
+    return lambda: Threaded(store)
+
+
+def _folder_opener(folder: Path) -> Callable[[], AsyncStore]:
+    return lambda: Threaded(FolderStore(folder))
 
 
 def main() -> None:

@@ -1,5 +1,6 @@
-"""Preparing a send before it is placed: topic classification and summaries, each a model call
-whose result is kept in the log first, so a retry or a resume never pays for it again."""
+"""Preparing a send before it is placed (topic classification) and extending a branch's summary
+after a turn: each a model call whose result is kept in the log first, so a retry or a resume
+never pays for it again."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from temporalio import activity
 from core.models import ContextRule, ConversationConfig, PrepareResult, TurnSend
 from store.log import Log
 from store.program import Program
+from store.reader import ConversationLog, now
 from store.records import entry_record
 from store.rules import view_head
 from store.summary import KIND as SUMMARY
@@ -19,11 +21,10 @@ from store.summary import PLUGIN as THREADLINE
 from store.summary import SUMMARISER, SummaryRule, due, latest, summariser_inputs, summary_data
 from store.topics import CLASSIFIER, classified, current_label, topics
 
-from .conversation import LogView, now
 from .models import Providers, build_request, render_values
-from .sends import view_of
+from .plan import view_of
 
-log = structlog.get_logger(__name__)
+logger = structlog.get_logger(__name__)
 
 HEARTBEAT_EVERY_S = 1.0
 
@@ -31,7 +32,7 @@ HEARTBEAT_EVERY_S = 1.0
 class Preparer:
     """Topic and summary work for one send."""
 
-    def __init__(self, conversation: LogView, providers: Providers, model: str) -> None:
+    def __init__(self, conversation: ConversationLog, providers: Providers, model: str) -> None:
         self.conversation = conversation
         self.providers = providers
         self.model = model
@@ -39,18 +40,22 @@ class Preparer:
     async def ask(self, program: Program, inputs: dict[str, Any], model: str | None, purpose: str) -> dict[str, Any]:
         """One model call of a built-in program; its outputs, checked."""
         provider, name = self.providers.resolve(model or self.model)
-        log.info("model.requested", purpose=purpose, model=model or self.model)
+        logger.info("model.requested", purpose=purpose, model=model or self.model)
         call = asyncio.create_task(provider.complete(build_request(program, [], inputs, model=name)))
         while not call.done():  # heartbeats: a worker that dies mid-call is noticed in seconds
             activity.heartbeat()
             await asyncio.wait({call}, timeout=HEARTBEAT_EVERY_S)
         return program.validate_outputs(call.result().outputs)
 
-    async def prepare(self, config: ConversationConfig, send: TurnSend) -> PrepareResult:
-        """Classify the message's topic, placing it by topic under `branch`."""
+    async def prepare(self, config: ConversationConfig, send: TurnSend, *, record: bool) -> PrepareResult:
+        """Classify the message's topic, placing it by topic under `branch`.
+
+        With `record`, the classification is kept in the log before it is used (a send); without,
+        nothing is appended (a render, which must leave the log as it found it).
+        """
         rule = send.context or config.context
         result = PrepareResult(continue_from=send.continue_from, root=send.root)
-        return await self._topic(rule, send, result) if rule.topics != "off" else result
+        return await self._topic(rule, send, result, record=record) if rule.topics != "off" else result
 
     async def summarise(self, config: ConversationConfig, send: TurnSend, turn: str) -> None:
         """After `turn` ended: fold the older turns of its branch into the summary, if one is due.
@@ -61,45 +66,46 @@ class Preparer:
         chosen = (send.context or config.context).summary
         if chosen is None:
             return
-        current = await self.conversation.read()
-        done = [t for t in current.branch(turn) if t.state(now()) == "done"]
-        previous, fold = due(current, done, SummaryRule(after=chosen.after, keep=chosen.keep), turn)
+        log = await self.conversation.read()
+        done = [t for t in log.branch(turn) if t.state(now()) == "done"]
+        previous, fold = due(log, done, SummaryRule(after=chosen.after, keep=chosen.keep), turn)
         if not fold:
             return
         model = chosen.model or send.lm or config.lm
         outputs = await self.ask(SUMMARISER, summariser_inputs(previous, fold), model, "summary")
         data = summary_data(previous, fold, str(outputs["result"]), [str(f) for f in outputs["facts"]])
-        current = await self.conversation.read()
-        if latest(current, turn) != previous:
+        log = await self.conversation.read()
+        if latest(log, turn) != previous:
             return  # another worker extended it meanwhile: keep theirs, pay nothing more
         await self.conversation.append([entry_record(THREADLINE, SUMMARY, data, turn=fold[-1].id)])
-        log.info("summary.extended", turns=len(data["turns"]), folded=len(fold), facts=len(data["facts"]))
+        logger.info("summary.extended", turns=len(data["turns"]), folded=len(fold), facts=len(data["facts"]))
 
-    async def _topic(self, rule: ContextRule, send: TurnSend, result: PrepareResult) -> PrepareResult:
-        current = await self.conversation.read()
-        data = classified(current, send.request_id)
+    async def _topic(self, rule: ContextRule, send: TurnSend, result: PrepareResult, *, record: bool) -> PrepareResult:
+        log = await self.conversation.read()
+        data = classified(log, send.request_id)
         if data is None:
-            head = view_head(current, view_of(send))
+            head = view_head(log, view_of(send))
             inputs = {
                 "message": render_values(send.inputs),
-                "current": current_label(current, head),
-                "topics": [str(t["label"]) for t in topics(current)],
+                "current": current_label(log, head),
+                "topics": [str(t["label"]) for t in topics(log)],
             }
             outputs = await self.ask(CLASSIFIER, inputs, rule.topic_model or send.lm, "topic")
             data = {"request_id": send.request_id, "shift": outputs["shift"], "label": outputs["result"]}
             data["confidence"] = outputs["confidence"]
-            await self.conversation.append([entry_record(THREADLINE, "topic", data)])
+            if record:
+                await self.conversation.append([entry_record(THREADLINE, "topic", data)])
         if rule.topics != "branch" or send.continue_from:
             return result.model_copy(update={"topic": data})
         return result.model_copy(update={"topic": data, **_placement(await self.conversation.read(), data)})
 
 
-def _placement(current: Log, data: dict[str, Any]) -> dict[str, Any]:
+def _placement(log: Log, data: dict[str, Any]) -> dict[str, Any]:
     """Under `branch`: a new topic starts a root; a return continues that topic's latest turn."""
     if data.get("shift") == "new":
         return {"root": True, "continue_from": None}
     if data.get("shift") == "return":
-        latest = next((t["latest"] for t in topics(current) if t["label"] == data.get("label")), None)
-        if latest is not None and current.turns[latest].state(now()) == "done":
-            return {"root": False, "continue_from": latest}
+        latest_turn = next((t["latest"] for t in topics(log) if t["label"] == data.get("label")), None)
+        if latest_turn is not None and log.turns[latest_turn].state(now()) == "done":
+            return {"root": False, "continue_from": latest_turn}
     return {}

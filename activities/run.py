@@ -19,18 +19,20 @@ import structlog
 from temporalio import activity
 
 from core.errors import ErrorCode, ThreadlineError
-from core.models import RunInput, RunResult
+from core.models import Ended, RunInput, RunResult, Yielded
 from store.log import Log, Turn
 from store.program import Program
+from store.reader import ConversationLog, now
 from store.records import LEASE_RENEW_SECONDS, STOP_POLL_SECONDS, Record, lease_record, stopped_record
-from store.rules import Rule, Shown, shown
+from store.rules import Rule, Shown
 from store.streams import StreamLog, StreamWriter
 from store.turns import Answer, claim_records, done_record, failed_record
 
-from .conversation import LogView, now, outcome_of
-from .models import Message, ModelReply, ModelRequest, Provider, build_request
+from .models import Message, ModelReply, ModelRequest, Provider
+from .outcomes import outcome_of
+from .plan import request_of, shown_for_run
 
-log = structlog.get_logger(__name__)
+logger = structlog.get_logger(__name__)
 
 Interruption = Literal["stop", "taken", "ended"]
 _Builder = Callable[[Turn], Record]
@@ -40,7 +42,12 @@ class TurnRun:
     """One attempt at running a begun turn."""
 
     def __init__(
-        self, conversation: LogView, program: Program, input: RunInput, rule: Rule, streams: StreamLog | None = None
+        self,
+        conversation: ConversationLog,
+        program: Program,
+        input: RunInput,
+        rule: Rule,
+        streams: StreamLog | None = None,
     ) -> None:
         self.conversation = conversation
         self.streams = streams
@@ -60,21 +67,12 @@ class TurnRun:
 
     async def execute(self, provider: Provider, *, model: str, name: str) -> RunResult:
         """Claim the turn if it needs it, call the model, and end the turn; or yield to another writer."""
-        t = await self.conversation.turn(self.turn)
-        early = await self._settle(t)
+        turn = await self.conversation.turn(self.turn)
+        early = await self._settle(turn)
         if early is not None:
             return early
-        # What the turn recorded it was shown, when it did; else the rule applied to its parent again.
-        self.shown = shown(
-            self.conversation.log,
-            t.parent,
-            fields=self.program.field_records(),
-            signature=self.program.signature,
-            now=now(),
-            rule=self.rule,
-            context=t.record.get("context"),
-        )
-        request = build_request(self.program, self.shown.exchanges, t.inputs, model=name, sections=self.shown.sections)
+        self.shown = shown_for_run(self.conversation.log, self.program, self.turn, self.rule, now=now())
+        request = request_of(self.program, self.shown, turn.inputs, model=name)
         if self.streams is not None:
             self.stream = self.streams.writer(self.turn, self.owned)
         try:
@@ -109,14 +107,14 @@ class TurnRun:
         except ThreadlineError as err:
             if err.code != ErrorCode.PARSE_FAILED:
                 raise
-            log.info("model.repair_requested", turn=self.turn, attempt=self.owned, reason=err.message)
+            logger.info("model.repair_requested", turn=self.turn, attempt=self.owned, reason=err.message)
             if self.stream is not None:
                 self.stream.write({"restart": True})
             repair = Message("user", f"Your reply could not be used: {err.message}. Reply again, exactly as asked.")
             return await self._call(provider, replace(request, messages=(*request.messages, repair)), model)
 
     async def _call(self, provider: Provider, request: ModelRequest, model: str) -> ModelReply:
-        log.info("model.requested", turn=self.turn, attempt=self.owned, model=model)
+        logger.info("model.requested", turn=self.turn, attempt=self.owned, model=model)
         reply = await provider.complete(request, self._on_text)
         return replace(reply, outputs=self.program.validate_outputs(reply.outputs))
 
@@ -129,30 +127,30 @@ class TurnRun:
         """End the turn `failed` with `err` (a refusal no retry can fix)."""
         return await self._end(lambda t: failed_record(t.id, err, attempt=self.owned, saw=self.saw))
 
-    async def _settle(self, t: Turn) -> RunResult | None:
+    async def _settle(self, turn: Turn) -> RunResult | None:
         """Before any model call: return at once if the turn ended, was taken over or asked to stop;
         claim it (attempt + 1) if it reads interrupted."""
-        outcome = outcome_of(t, self.input.send.request_id)
+        outcome = outcome_of(turn, self.input.send.request_id)
         if outcome is not None:
-            return RunResult(kind="ended", outcome=outcome, attempt=t.attempt)
-        if t.attempt > self.owned:
-            log.info("turn.yielded", turn=self.turn, attempt=t.attempt, owned=self.owned)
-            return RunResult(kind="yielded", attempt=t.attempt)
-        if t.stops:
+            return Ended(outcome=outcome, attempt=turn.attempt)
+        if turn.attempt > self.owned:
+            logger.info("turn.yielded", turn=self.turn, attempt=turn.attempt, owned=self.owned)
+            return Yielded(attempt=turn.attempt)
+        if turn.stops:
             return await self._end(lambda t: stopped_record(t.id, attempt=self.owned, saw=[]))
-        if t.state(now()) == "interrupted":
+        if turn.state(now()) == "interrupted":
             claimed = await self.conversation.append_if(self.turn, self._claim)
             if claimed.attempt != self.owned:
-                return RunResult(kind="yielded", attempt=claimed.attempt)
+                return Yielded(attempt=claimed.attempt)
         if self.owned > 1:  # a retry must learn of the claim even if this try dies at once
             activity.heartbeat({"attempt": self.owned})
         return None
 
-    def _claim(self, log: Log, t: Turn) -> list[Record] | None:
-        if t.ended or t.attempt > self.owned or t.state(now()) != "interrupted":
+    def _claim(self, log: Log, turn: Turn) -> list[Record] | None:
+        if turn.ended or turn.attempt > self.owned or turn.state(now()) != "interrupted":
             return None
-        records = claim_records(log, t.id, now=now())
-        self.owned = t.attempt + 1
+        records = claim_records(log, turn.id, now=now())
+        self.owned = turn.attempt + 1
         return records
 
     async def _watch(self) -> Interruption:
@@ -161,13 +159,13 @@ class TurnRun:
         while True:
             await asyncio.sleep(STOP_POLL_SECONDS)
             activity.heartbeat({"attempt": self.owned, "streamed": self.streamed})
-            t = await self.conversation.turn(self.turn)
-            if t.ended is not None:
+            turn = await self.conversation.turn(self.turn)
+            if turn.ended is not None:
                 return "ended"
-            if t.attempt > self.owned:
-                log.warning("turn.taken_over", turn=self.turn, attempt=t.attempt, owned=self.owned)
+            if turn.attempt > self.owned:
+                logger.warning("turn.taken_over", turn=self.turn, attempt=turn.attempt, owned=self.owned)
                 return "taken"
-            if t.stops:
+            if turn.stops:
                 return "stop"
             if time.monotonic() - renewed >= LEASE_RENEW_SECONDS:
                 await self.conversation.append([lease_record(self.turn, attempt=self.owned, now=now())])
@@ -181,10 +179,11 @@ class TurnRun:
                 raise
             return await self.fail(err)
         answer = Answer(reply.outputs, model=reply.model, usage=reply.usage, seconds=seconds)
+        log = self.conversation.log
         result = await self._end(
-            lambda t: done_record(self.conversation.log, self.program, t.id, answer, attempt=self.owned, saw=self.saw)
+            lambda t: done_record(log, self.program, t.id, answer, attempt=self.owned, saw=self.saw)
         )
-        log.info(
+        logger.info(
             "turn.completed",
             turn=self.turn,
             attempt=self.owned,
@@ -198,28 +197,31 @@ class TurnRun:
         if why != "stop" and self.stream is not None:
             self.stream.end("yielded")
         if why == "taken":
-            return RunResult(kind="yielded", attempt=self.conversation.log.turns[self.turn].attempt)
+            return Yielded(attempt=self.conversation.log.turns[self.turn].attempt)
         if why == "stop":
-            log.info("turn.stopped", turn=self.turn, attempt=self.owned)
+            logger.info("turn.stopped", turn=self.turn, attempt=self.owned)
             return await self._end(lambda t: stopped_record(t.id, attempt=self.owned, saw=self.saw))
-        t = await self.conversation.turn(self.turn)
-        return RunResult(kind="ended", outcome=outcome_of(t, self.input.send.request_id), attempt=t.attempt)
+        return _result(await self.conversation.turn(self.turn), self.input.send.request_id)
 
     async def _end(self, build: _Builder) -> RunResult:
         """Append the turn's one `ended` record unless it ended already or another writer holds it."""
 
-        def decide(_: Log, t: Turn) -> list[Record] | None:
-            if t.ended is not None or t.attempt > self.owned:
+        def decide(_: Log, turn: Turn) -> list[Record] | None:
+            if turn.ended is not None or turn.attempt > self.owned:
                 return None
-            return [build(t)]
+            return [build(turn)]
 
-        t = await self.conversation.append_if(self.turn, decide)
-        outcome = outcome_of(t, self.input.send.request_id)
+        turn = await self.conversation.append_if(self.turn, decide)
+        result = _result(turn, self.input.send.request_id)
         if self.stream is not None:
-            self.stream.end(outcome.state if outcome is not None else "yielded")
-        if outcome is None:
-            return RunResult(kind="yielded", attempt=t.attempt)
-        return RunResult(kind="ended", outcome=outcome, attempt=t.attempt)
+            self.stream.end(result.outcome.state if isinstance(result, Ended) else "yielded")
+        return result
+
+
+def _result(turn: Turn, request_id: str) -> RunResult:
+    """`Ended` with its outcome if the turn ended, else `Yielded` to whoever holds it."""
+    outcome = outcome_of(turn, request_id)
+    return Yielded(attempt=turn.attempt) if outcome is None else Ended(outcome=outcome, attempt=turn.attempt)
 
 
 def _asked_to_cancel() -> bool:

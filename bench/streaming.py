@@ -43,9 +43,10 @@ from activities.providers import build_providers
 from bench._report import exit_now, run_benchmark
 from bench._server import start_dev_server
 from bench.turns import Row, check, pct, run_costs, settings_for, verdict
+from core.temporal import workflow_id
 from tests.fakeprovider import Failure, FakeProvider, Reply
-from threadline.client import Conversation, Threadline, TurnHandle, connect, workflow_id
-from threadline.turns import Turn
+from threadline.client import Conversation, Threadline, TurnHandle, connect
+from threadline.reading import Turn
 from worker import build_worker
 
 WARMUP = 5

@@ -63,14 +63,15 @@ with workflow.unsafe.imports_passed_through():
 
     from bench._bare import BareConversation, BareSend, bare_append
     from core.settings import Settings
+    from core.temporal import workflow_id
     from store.folder import FolderStore
     from store.log import Log
     from store.records import stop_record
     from tests.processes import WorkerProcess, model_requests
-    from threadline.client import Conversation, Threadline, connect, workflow_id
+    from threadline.client import Conversation, Threadline, connect
     from threadline.devserver import find_temporal_binary
     from worker import HEARTBEAT_THROTTLE, STICKY_TIMEOUT, build_worker
-    from workflows.conversation import MODEL_HEARTBEAT_TIMEOUT, MODEL_RETRY
+    from workflows._calls import MODEL_HEARTBEAT_TIMEOUT, MODEL_RETRY
 
 WARMUP_TURNS = 5
 TIMED_TURNS = 60

@@ -2,8 +2,7 @@
 
 Every failure Threadline reports to a caller is a `ThreadlineError` carrying a kebab-case
 `code` from `ErrorCode`. Codes are API: they are added, never renamed, and listed in the
-README. The type knows nothing of Temporal; `activities` and `workflows` turn it into an
-`ApplicationError` whose `type` is the code, and clients turn it back with `from_failure`.
+README. The type knows nothing of Temporal: `core.temporal` carries it across the wire and back.
 """
 
 from __future__ import annotations
@@ -38,6 +37,14 @@ class ErrorCode(StrEnum):
     INVALID_REQUEST = "invalid-request"
     INTERNAL = "internal"
 
+    @classmethod
+    def parse(cls, value: object) -> ErrorCode:
+        """The code named `value`, or `internal` for anything that is not a code (never raises).
+
+        Checked against the values, not with `in`: `"x" in ErrorCode` warns on Python 3.11.
+        """
+        return cls(value) if isinstance(value, str) and value in _CODES else cls.INTERNAL
+
 
 _CODES = frozenset(code.value for code in ErrorCode)
 
@@ -46,22 +53,15 @@ class ThreadlineError(Exception):
     """A failure with a stable code, a one-sentence message and optional details.
 
     Args:
-        code: One of `ErrorCode` (a plain string of the same value is accepted).
+        code: One of `ErrorCode`.
         message: What was wrong and what to do, in one sentence, with no prompt text or secrets.
         retryable: Whether trying the same thing again later may succeed.
         details: Small JSON-able facts for machines (a turn id, a length), never content.
     """
 
-    def __init__(
-        self,
-        code: ErrorCode | str,
-        message: str,
-        *,
-        retryable: bool = False,
-        **details: Any,
-    ) -> None:
+    def __init__(self, code: ErrorCode, message: str, *, retryable: bool = False, **details: Any) -> None:
         super().__init__(message)
-        self.code = ErrorCode(code) if code in _CODES else code
+        self.code = ErrorCode(code)
         self.message = message
         self.retryable = retryable
         self.details = details

@@ -7,18 +7,22 @@ here holds a secret; inputs and outputs of one turn are the only content that cr
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import ErrorCode, ThreadlineError
 
 Sends = Literal["queue", "refuse", "branch"]
+"""What a send does while the head runs: wait for it, be refused `conversation-busy`, or go beside it."""
+SENDS: tuple[Sends, ...] = ("queue", "refuse", "branch")
 OutcomeState = Literal["done", "failed", "stopped", "abandoned", "refused"]
 
 
 MAX_INPUT_BYTES = 1 << 20
 """The largest inputs one send may carry, as JSON bytes."""
+MAX_REQUEST_ID = 200
+"""The longest request id (it is carried in outcomes and written in the log)."""
 
 
 def check_input_size(inputs: dict[str, Any]) -> None:
@@ -77,6 +81,8 @@ class ConversationConfig(Model):
     turns_per_run: int = 100
     search_attributes: bool = False
     """Whether the server has Threadline's search attributes registered (the dev launcher does)."""
+    attributes_every_s: float = 10.0
+    """Search attributes are written at most this often (each is a visibility write)."""
 
 
 class TurnSend(Model):
@@ -104,10 +110,19 @@ class StopSend(Model):
 
 
 class TurnError(Model):
-    """A coded error: `code` is one of the stable kebab-case codes."""
+    """A coded error as it crosses the wire: `code` is one of the stable kebab-case codes."""
 
     code: str
     message: str
+
+    @classmethod
+    def of(cls, err: ThreadlineError) -> TurnError:
+        """`err` as it travels in outcomes."""
+        return cls(code=str(err.code), message=err.message)
+
+    def to_error(self) -> ThreadlineError:
+        """The `ThreadlineError` this stands for (an unknown code reads as `internal`)."""
+        return ThreadlineError(ErrorCode.parse(self.code), self.message)
 
 
 class TurnOutcome(Model):
@@ -135,13 +150,23 @@ class Begun(Model):
     error: TurnError | None = None
 
 
-class ConversationInput(Model):
-    """The workflow's input, also what continue-as-new carries: small state, never the transcript."""
+class ConversationState(BaseModel):
+    """The workflow's state: its input, what it keeps as it runs, and what continue-as-new carries.
+
+    Small by construction: the pending sends, the recent outcomes (without outputs once carried) and
+    a counter, never the transcript, which lives in the record log.
+    """
+
+    model_config = ConfigDict(extra="ignore")
 
     config: ConversationConfig
     pending: list[TurnSend] = []
     outcomes: list[TurnOutcome] = []
     turns: int = 0
+
+
+ConversationInput = ConversationState
+"""The workflow's input (the same JSON as its state: a run starts from what the last one carried)."""
 
 
 class ConversationStatus(Model):
@@ -191,12 +216,30 @@ class RunInput(Model):
     """The log attempt this workflow owns: a higher one in the log means another writer took over."""
 
 
-class RunResult(Model):
-    """`ended` (with its outcome), `yielded` (another writer holds the turn) or `interrupted`."""
+class Ended(Model):
+    """The turn ended: how."""
 
-    kind: Literal["ended", "yielded", "interrupted"]
-    outcome: TurnOutcome | None = None
+    kind: Literal["ended"] = "ended"
+    outcome: TurnOutcome
     attempt: int = 1
+
+
+class Yielded(Model):
+    """Another writer holds the turn (a higher attempt): follow it in the log."""
+
+    kind: Literal["yielded"] = "yielded"
+    attempt: int = 1
+
+
+class Interrupted(Model):
+    """Nobody holds the turn any more (its lease ran out): claim it again."""
+
+    kind: Literal["interrupted"] = "interrupted"
+    attempt: int = 1
+
+
+RunResult = Annotated[Ended | Yielded | Interrupted, Field(discriminator="kind")]
+"""How an attempt at a turn came out."""
 
 
 class TurnRef(Model):
@@ -215,6 +258,22 @@ class PrepareResult(Model):
     continue_from: str | None = None
     root: bool = False
     topic: dict[str, Any] | None = None
+
+    def applied(self, send: TurnSend) -> TurnSend:
+        """`send` placed where this says."""
+        return send.model_copy(update={"continue_from": self.continue_from, "root": self.root})
+
+
+class RenderResult(Model):
+    """The request a send would make now (`render`), or the running turn it would wait for first."""
+
+    model: str
+    parent: str | None = None
+    waits_for: str | None = None
+    shown: list[str] = []
+    sections: list[str] = []
+    request: dict[str, Any] | None = None
+    """The provider's JSON body, exactly as the model call would send it; None while the send would wait."""
 
 
 class WatchInput(Model):

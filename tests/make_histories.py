@@ -17,7 +17,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from core.errors import ThreadlineError
 from core.settings import Settings
-from threadline.client import Threadline, connect, workflow_id
+from core.temporal import workflow_id
+from threadline.client import Threadline, connect
 from threadline.devserver import find_temporal_binary
 from worker import build_worker
 

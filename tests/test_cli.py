@@ -25,13 +25,14 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from core.settings import Settings
+from core.temporal import workflow_id
 from store.folder import FolderStore
 from store.records import entry_record
 from tests.conftest import slow
-from threadline._format import short_id
-from threadline.client import Threadline, workflow_id
+from threadline.cli.output import short_id
+from threadline.client import Threadline
 from threadline.devserver import free_port
-from threadline.turns import Turn
+from threadline.reading import Turn
 from worker import build_worker
 
 SLOW_REPLY_S = 3.0
@@ -435,7 +436,8 @@ async def test_dev_demo_holds_a_conversation_and_stops_on_sigterm(tmp_path: Path
 
 
 async def test_reading_needs_no_temporal(cli_env: dict[str, str], settings: Settings, cid: str) -> None:
-    """turns, show, history and render only read the store: they work while Temporal is down."""
+    """turns, show and history only read the store: they work while Temporal is down; render asks the
+    conversation's worker (its rules, model and providers), so it needs Temporal like a send."""
     from store.folder import FolderStore
     from store.program import TUTOR
     from store.turns import Answer, TurnRequest
@@ -447,9 +449,11 @@ async def test_reading_needs_no_temporal(cli_env: dict[str, str], settings: Sett
     down = {**cli_env, "THREADLINE_TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
 
     listed = await threadline_json(down, "turns", cid)
-    rendered = await threadline_json(down, "render", cid, "next")
+    shown = await threadline_json(down, "show", cid)
+    rendered = await threadline(down, "--json", "render", cid, "next")
     sent = await threadline(down, "--json", "send", cid, "this one needs Temporal")
 
     assert [turn] == [t["id"] for t in listed["turns"]]
-    assert turn == rendered["parent"]
+    assert turn == shown["head"]
+    assert (1, "server-unavailable") == (rendered.returncode, json.loads(rendered.stdout)["error"]["code"])
     assert (1, "server-unavailable") == (sent.returncode, json.loads(sent.stdout)["error"]["code"])

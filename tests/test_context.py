@@ -16,6 +16,7 @@ from temporalio.client import Client
 
 from core.models import ConversationStatus
 from core.settings import Settings
+from core.temporal import workflow_id
 from store.folder import FolderStore
 from store.log import Log
 from store.memory import MemoryStore
@@ -26,8 +27,8 @@ from store.summary import SummaryRule, due
 from store.turns import Answer, TurnRequest
 from store.writer import Writer
 from tests.fakeprovider import FakeProvider, Received, Reply
-from threadline.client import Conversation, Threadline, workflow_id
-from threadline.turns import Turn
+from threadline.client import Conversation, Threadline
+from threadline.reading import Turn
 from worker import build_worker
 
 NOW = 1_800_000_000.0
@@ -250,7 +251,7 @@ async def test_render_is_the_request_the_provider_then_receives(
 
     assert records == len(FolderStore(live.store_folder("default")).read(cid))
     await chat.predict("third")
-    assert rendered["request"] == fake.requests[-1].body
+    assert rendered.request == fake.requests[-1].body
     assert ["second", "third"] == user_texts(fake.requests[-1])
 
 

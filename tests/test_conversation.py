@@ -11,10 +11,11 @@ from temporalio.worker import Worker
 
 from core.errors import ThreadlineError
 from core.settings import Settings
+from core.temporal import workflow_id
 from store.folder import FolderStore
 from store.log import Log
 from tests.conftest import slow
-from threadline.client import Threadline, workflow_id
+from threadline.client import Threadline
 from worker import build_worker
 
 

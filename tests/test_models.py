@@ -13,13 +13,14 @@ import pytest_asyncio
 from temporalio.client import Client
 
 from core.settings import Settings
+from core.temporal import workflow_id
 from store.folder import FolderStore
 from store.log import Log
 from tests.fakeprovider import Failure, FakeProvider, Reply
 from tests.functai_kit import offline, reply, tutor
 from tests.processes import WorkerProcess
-from threadline.client import Threadline, workflow_id
-from threadline.turns import Turn
+from threadline.client import Threadline
+from threadline.reading import Turn
 from worker import build_worker
 
 KEY = "sk-test-never-leak-7f3a9c"

@@ -18,7 +18,7 @@ from tests.conftest import slow
 from tests.functai_kit import offline, reply, tutor
 from tests.processes import WorkerProcess, model_requests
 from threadline.client import Threadline, TurnHandle
-from threadline.turns import Turn
+from threadline.reading import Turn
 from worker import build_worker
 
 

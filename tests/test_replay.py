@@ -10,7 +10,8 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, Worker
 
-from threadline.client import Threadline, workflow_id
+from core.temporal import workflow_id
+from threadline.client import Threadline
 from workflows.conversation import ConversationWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"

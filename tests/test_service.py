@@ -13,10 +13,11 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.worker import Worker
 
 from core.settings import Settings
+from core.temporal import workflow_id
 from tests.conftest import slow
 from tests.service_kit import read_events, recorded, send, serving, texts
-from threadline.client import Threadline, workflow_id
-from threadline.service import create_app
+from threadline.client import Threadline
+from threadline.http import create_app
 from worker import build_worker
 
 

@@ -20,7 +20,7 @@ from core.errors import ThreadlineError
 from core.settings import Settings
 from tests.service_kit import bearer, recorded, send, serving
 from threadline.client import Threadline
-from threadline.service import APIKey, ServiceSettings, create_app
+from threadline.http import APIKey, ServiceSettings, create_app
 
 
 @pytest_asyncio.fixture(name="http")

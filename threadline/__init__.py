@@ -12,7 +12,7 @@ from core.settings import Settings
 from store.program import Program
 
 from .client import Conversation, Piece, Threadline, TurnHandle, connect
-from .turns import Turn
+from .reading import Turn
 
 # `@threadline.program` over a typed function makes it a program: its docstring is the
 # instruction, its parameters the inputs, its return type the `result` output, with the fields and

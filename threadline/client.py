@@ -7,30 +7,32 @@
     print((await turn.result()).result)
 
 Sends are `turn` signals with signal-with-start (durable even while no worker runs); answers
-come back through the `wait` update. Reading turns reads the store's record log directly, so
-nothing of the transcript passes through Temporal.
+come back through the `wait` update. Reading turns reads the store's record log through one
+`ConversationLog` per conversation, so nothing of the transcript passes through Temporal.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
-from core.errors import ErrorCode, ThreadlineError, is_code
+from activities.plan import rule_of
+from core.errors import ErrorCode, ThreadlineError
 from core.models import (
+    MAX_REQUEST_ID,
     Begun,
     ContextRule,
     ConversationConfig,
-    ConversationInput,
+    ConversationState,
+    RenderResult,
     Sends,
     StopSend,
     TurnOutcome,
@@ -38,55 +40,26 @@ from core.models import (
     check_input_size,
 )
 from core.settings import Settings
+from core.temporal import connect_temporal, from_failure, workflow_id
 from store.base import check_id
 from store.folder import FolderStore
 from store.log import Log
 from store.program import Program, load_programs
+from store.reader import AsyncStore, ConversationLog, LogCache, Stores, Threaded, now
 from store.records import uuid7
 from store.rules import View, view_head
 from store.streams import StreamLog, StreamReader
 from workflows.attributes import CONVERSATION_KEY, PROGRAM_KEY, SEARCH_ATTRIBUTE_KEYS, STORE_KEY
 from workflows.conversation import ConversationWorkflow
 
-from .turns import Turn, to_turn
-
-
-def workflow_id(store: str, conversation: str) -> str:
-    """`conversation/<store>/<id>`: one workflow per conversation."""
-    return f"conversation/{store}/{conversation}"
-
-
-def from_failure(err: BaseException) -> ThreadlineError:
-    """The `ThreadlineError` behind a failed update (or an RPC error), code intact."""
-    cause = err.cause if isinstance(err, WorkflowUpdateFailedError) else err
-    if isinstance(cause, ApplicationError) and is_code(cause.type):
-        return ThreadlineError(str(cause.type), cause.message)
-    if isinstance(err, RPCError) and err.status == RPCStatusCode.NOT_FOUND:
-        return ThreadlineError(ErrorCode.CONVERSATION_NOT_FOUND, "no such conversation is open: send a turn first")
-    if isinstance(err, RPCError):
-        return ThreadlineError(ErrorCode.SERVER_UNAVAILABLE, f"Temporal did not answer: {err}", retryable=True)
-    return ThreadlineError(ErrorCode.INTERNAL, f"{type(cause).__name__}: {cause}")
-
-
-async def connect_temporal(settings: Settings) -> Client:
-    """A client of `settings.address` with the pydantic data converter every Threadline process shares."""
-    try:
-        return await Client.connect(
-            settings.address, namespace=settings.namespace, data_converter=pydantic_data_converter
-        )
-    except RuntimeError as err:
-        raise ThreadlineError(
-            ErrorCode.SERVER_UNAVAILABLE,
-            f"cannot reach Temporal at {settings.address} ({err}); start one with `threadline dev --server-only`",
-            retryable=True,
-        ) from None
+from .reading import Page, Turn, find_turn, history, to_turn
 
 
 async def connect(settings: Settings | None = None, *, client: Client | None = None, lazy: bool = False) -> Threadline:
     """Connect to Temporal (`THREADLINE_TEMPORAL_ADDRESS`) and return the entry point of the API.
 
-    With `lazy`, nothing is connected until something needs Temporal: reading turns, rendering
-    and history only read the store, and work while Temporal is down.
+    With `lazy`, nothing is connected until something needs Temporal: reading turns and history
+    only read the store, and work while Temporal is down.
     """
     tl = Threadline(client, settings or Settings.from_env())
     if not lazy:
@@ -105,14 +78,15 @@ async def _registered(client: Client, namespace: str) -> bool:
 
 
 class Threadline:
-    """A connection to Threadline: makes conversation handles."""
+    """A connection to Threadline: makes conversation handles, and reads their logs."""
 
     def __init__(self, client: Client | None, settings: Settings, *, search_attributes: bool | None = None) -> None:
         self._client = client
         self.settings = settings
         self.search_attributes = search_attributes
-        self._stores: dict[str, FolderStore] = {}
         self._programs: dict[str, Program] | None = None
+        folders = settings.stores or {"default": settings.store_folder("default")}
+        self.logs = LogCache(Stores({name: _folder_opener(folder) for name, folder in folders.items()}))
 
     def programs(self) -> dict[str, Program]:
         """The programs this client knows (built in, and from THREADLINE_PROGRAMS), loaded once."""
@@ -135,11 +109,9 @@ class Threadline:
             raise ThreadlineError(ErrorCode.SERVER_UNAVAILABLE, "not connected to Temporal: await tl.temporal() first")
         return self._client
 
-    def store(self, name: str) -> FolderStore:
-        """The store named `name`, read-only here: clients never append (workers do)."""
-        if name not in self._stores:
-            self._stores[name] = FolderStore(self.settings.store_folder(name))
-        return self._stores[name]
+    def log(self, store: str, conversation: str) -> ConversationLog:
+        """The record log of `conversation` in `store`, read incrementally and shared by every handle."""
+        return self.logs.get(store, check_id(conversation))
 
     def conversation(
         self,
@@ -153,7 +125,7 @@ class Threadline:
         idle_timeout_s: float | None = None,
     ) -> Conversation:
         """A handle on conversation `id` (a new UUIDv7 id when None) made with `program`."""
-        self.settings.store_folder(store)
+        self.logs.stores.check(store)
         rule = context if isinstance(context, ContextRule) else ContextRule.model_validate(context or {})
         config = ConversationConfig(
             store=store,
@@ -168,8 +140,11 @@ class Threadline:
         return Conversation(self, config)
 
 
-_ENDED = frozenset({"done", "failed", "stopped", "abandoned"})
 _LOG_CHECK_S = 0.25
+
+
+def _folder_opener(folder: Path) -> Callable[[], AsyncStore]:
+    return lambda: Threaded(FolderStore(folder))
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +185,6 @@ class Conversation:
         self.tl = tl
         self.config = config
         self.view = view or View()
-        self._cache = Log()
 
     @property
     def id(self) -> str:
@@ -228,6 +202,9 @@ class Conversation:
         if self.config.search_attributes != bool(self.tl.search_attributes):
             self.config = self.config.model_copy(update={"search_attributes": bool(self.tl.search_attributes)})
         return client.get_workflow_handle(workflow_id(self.config.store, self.id))
+
+    async def _read(self) -> Log:
+        return await self.tl.log(self.config.store, self.id).read()
 
     async def __call__(self, *args: Any, request_id: str | None = None, **inputs: Any) -> Any:
         """Send a turn and return its answer (`result`)."""
@@ -249,7 +226,7 @@ class Conversation:
         self._follow(outcome.turn)
         turn = await self.turn(outcome.turn)
         if turn.state != "done":
-            code = (turn.error or {}).get("code") or ErrorCode.TURN_STATE
+            code = ErrorCode.parse((turn.error or {}).get("code") or ErrorCode.TURN_STATE)
             raise ThreadlineError(code, f"turn {turn.id} ended {turn.state}", turn=turn.id)
         return turn
 
@@ -262,7 +239,7 @@ class Conversation:
         except (WorkflowUpdateFailedError, RPCError) as err:
             raise from_failure(err) from None
         if placed.error is not None:
-            raise ThreadlineError(placed.error.code, placed.error.message)
+            raise placed.error.to_error()
         if placed.turn is not None:
             self._follow(placed.turn)
         return TurnHandle(placed.turn, placed.parent, send.request_id, self)
@@ -278,7 +255,7 @@ class Conversation:
         try:
             await client.start_workflow(
                 ConversationWorkflow.run,
-                ConversationInput(config=config),
+                ConversationState(config=config),
                 id=workflow_id(config.store, config.conversation),
                 task_queue=self.tl.settings.task_queue,
                 start_signal="turn" if isinstance(send, TurnSend) else "stop",
@@ -309,6 +286,8 @@ class Conversation:
         return TypedSearchAttributes(pairs)
 
     def _send(self, inputs: dict[str, Any], *, request_id: str | None, lm: str | None) -> TurnSend:
+        if request_id is not None and not 0 < len(request_id) <= MAX_REQUEST_ID:
+            raise ThreadlineError(ErrorCode.INVALID_REQUEST, f"a request id has 1 to {MAX_REQUEST_ID} characters")
         pinned = self.view.pinned
         return TurnSend(
             request_id=request_id or uuid7(),
@@ -327,7 +306,7 @@ class Conversation:
             program = self.tl.programs().get(self.config.program)
             if program is None:
                 raise ThreadlineError(
-                    ErrorCode.INPUTS_INVALID, f"name the inputs of {self.config.program!r}: it is not known here"
+                    ErrorCode.PROGRAM_UNKNOWN, f"name the inputs of {self.config.program!r}: it is not known here"
                 )
             names = [name for name, _ in program.inputs]
             if len(args) > len(names):
@@ -365,54 +344,55 @@ class Conversation:
                 offset = end
                 for text in reader.feed([event]):
                     yield Piece(end, text)
-            if reader.ended in _ENDED or last_try:
+            if reader.ended in ("done", "failed", "stopped", "abandoned") or last_try:
                 return
             if not events and time.monotonic() - checked > _LOG_CHECK_S:
                 # The turn may have been ended by another writer, which streams nothing here.
                 checked = time.monotonic()
-                last_try = await self._has_ended(turn)
+                found = (await self._read()).turns.get(turn)
+                last_try = found is None or found.ended is not None
                 continue
             await asyncio.sleep(poll)
 
-    async def _has_ended(self, turn: str) -> bool:
-        log = await asyncio.to_thread(self._log)
-        found = log.turns.get(turn)
-        return found is None or found.ended is not None
-
     # ----- reading
 
-    async def render(self, *args: Any, lm: str | None = None, **inputs: Any) -> dict[str, Any]:
-        """The exact request the next turn would send (provider JSON), with nothing sent or recorded."""
-        from .views import render, require_program
+    async def render(self, *args: Any, lm: str | None = None, **inputs: Any) -> RenderResult:
+        """The exact request the next turn would send (provider JSON), with nothing sent or recorded.
 
-        send = self._send(self._inputs(args, inputs), request_id="render", lm=lm)
-        return render(self, send, require_program(self), await asyncio.to_thread(self._log))
+        Asked of the conversation's workflow, which places and shows it with the worker's own rules,
+        model and providers (a topic classified, not recorded), once the summaries being made landed.
+        """
+        send = self._send(self._inputs(args, inputs), request_id=None, lm=lm)
+        try:
+            await self._workflow()
+            result: RenderResult = await self.tl.client.execute_update_with_start_workflow(
+                "render", send, start_workflow_operation=self._start_operation(), result_type=RenderResult
+            )
+        except (WorkflowUpdateFailedError, RPCError) as err:
+            raise from_failure(err) from None
+        return result
 
     async def history(self) -> dict[str, Any]:
         """The branch as the model sees it: summary, key facts, how many turns are shown verbatim,
         how many the branch holds, and the conversation's topics."""
-        from .views import history
+        log = await self._read()
+        rule = rule_of(self.config, TurnSend(request_id="history", inputs={}))
+        return {"conversation": self.id, **history(log, view_head(log, self.view), rule, now())}
 
-        log = await asyncio.to_thread(self._log)
-        return history(self, log, view_head(log, self.view))
-
-    def _log(self) -> Log:
-        """The conversation's log, read incrementally (only what was appended since the last read)."""
-        self._cache.apply(self.tl.store(self.config.store).read(self.id, self._cache.n))
-        return self._cache
-
-    async def turns(self, all: bool = False) -> list[Turn]:
-        """The turns from the first to this view's head (`all`: every turn of every branch)."""
-        log, now = self._log(), time.time()
+    async def turns(
+        self, all: bool = False, *, limit: int | None = None, after: str | None = None, before: str | None = None
+    ) -> list[Turn]:
+        """The turns from the first to this view's head (`all`: every turn of every branch, in the order
+        they were sent); `limit`, `after` and `before` (turn ids) page through a long list."""
+        log, moment = await self._read(), now()
         ids = log.order if all else [t.id for t in log.branch(view_head(log, self.view))]
-        return [to_turn(log, log.turns[tid], now) for tid in ids]
+        chosen = Page(limit, after, before).cut(ids, self.id)
+        return [to_turn(log, log.turns[tid], moment) for tid in chosen]
 
     async def turn(self, turn: str) -> Turn:
         """One turn by id (`turn-unknown` if the log has none)."""
-        log = self._log()
-        if turn not in log.turns:
-            raise ThreadlineError(ErrorCode.TURN_UNKNOWN, f"turn {turn} is not in conversation {self.id}")
-        return to_turn(log, log.turns[turn], time.time())
+        log = await self._read()
+        return to_turn(log, find_turn(log, turn, self.id), now())
 
     # ----- acting
 
@@ -426,9 +406,9 @@ class Conversation:
             ThreadlineError: `turn-unknown` for a turn the log does not hold;
                 `conversation-not-found` when there is nothing at all to stop.
         """
-        log = self._log()
-        if turn is not None and turn not in log.turns:
-            raise ThreadlineError(ErrorCode.TURN_UNKNOWN, f"turn {turn} is not in conversation {self.id}")
+        log = await self._read()
+        if turn is not None:
+            find_turn(log, turn, self.id)
         if log.n:
             await self.signal(StopSend(turn=turn))
             return
@@ -445,20 +425,22 @@ class Conversation:
     async def head(self, turn: str | Turn) -> None:
         """Move the conversation's head to `turn` (a `head` record every reader follows)."""
         tid = turn.id if isinstance(turn, Turn) else turn
-        if tid not in self._log().turns:
-            raise ThreadlineError(ErrorCode.TURN_UNKNOWN, f"turn {tid} is not in conversation {self.id}")
-        await self._workflow()
-        client = self.tl.client
-        start = WithStartWorkflowOperation(
+        find_turn(await self._read(), tid, self.id)
+        try:
+            await self._workflow()
+            await self.tl.client.execute_update_with_start_workflow(
+                "head", tid, start_workflow_operation=self._start_operation()
+            )
+        except (WorkflowUpdateFailedError, RPCError) as err:
+            raise from_failure(err) from None
+        self.view = View(pinned=tid, exact=True)
+
+    def _start_operation(self) -> WithStartWorkflowOperation[Any, Any]:
+        return WithStartWorkflowOperation(
             ConversationWorkflow.run,
-            ConversationInput(config=self.config),
+            ConversationState(config=self.config),
             id=workflow_id(self.config.store, self.id),
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             task_queue=self.tl.settings.task_queue,
             search_attributes=self._attributes(),
         )
-        try:
-            await client.execute_update_with_start_workflow("head", tid, start_workflow_operation=start)
-        except (WorkflowUpdateFailedError, RPCError) as err:
-            raise from_failure(err) from None
-        self.view = View(pinned=tid, exact=True)

@@ -1,82 +1,90 @@
-"""Upkeep of a conversation workflow: the idle clock and the search attributes.
+"""Upkeep of a conversation workflow: its idle clock and its search attributes.
 
-Kept apart from `conversation.py` so the workflow reads as turn handling; these methods use
-only the state declared below, which `ConversationWorkflow` sets up.
+A composed object with explicit inputs: the workflow tells it when work happened, whether it is
+idle and what its attributes are; it owns one durable timer per idle period and decides when the
+attributes are written.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
-from datetime import datetime, timedelta
+from collections.abc import Callable
+from datetime import timedelta
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from core.models import ConversationConfig, TurnSend
+    from core.models import ConversationConfig
 
     from .attributes import STATE_KEY, TURNS_KEY
 
-ATTRIBUTES_EVERY = timedelta(seconds=10)
-"""Search attributes are written at most this often (each is a visibility write)."""
+Attributes = tuple[str, int]
+"""What the search attributes show: the state (`running` or `idle`) and the turn count."""
 
 
 class Upkeep:
-    """The idle clock and the search attributes of `ConversationWorkflow`."""
+    """The idle clock and the search attributes of one conversation workflow run."""
 
-    config: ConversationConfig
-    pending: deque[TurnSend]
-    tasks: dict[str, asyncio.Task[None]]
-    turns: int
-    active: datetime
-    closing: bool
-    published: datetime
-    shown_attributes: tuple[str, int] | None
+    def __init__(self, config: ConversationConfig) -> None:
+        self.idle_limit = timedelta(seconds=config.idle_timeout_s)
+        self.enabled = config.search_attributes
+        self.every = timedelta(seconds=config.attributes_every_s)
+        self.active = workflow.now()
+        self.closing = False
+        self.published = workflow.now() - self.every
+        self.shown: Attributes | None = None
+        self._clock: asyncio.Task[None] | None = None
 
-    def _idle(self) -> bool:
-        raise NotImplementedError
+    def touch(self) -> None:
+        """Work happened now: the idle period starts again."""
+        self.active = workflow.now()
 
-    def _has_work(self) -> bool:
-        raise NotImplementedError
+    def restart_clock(self, is_idle: Callable[[], bool]) -> None:
+        """Start counting the idle time again (after it fired, or when closing was called off)."""
+        self.closing = False
+        self._clock = asyncio.create_task(self._idle_clock(is_idle))
 
-    async def _idle_clock(self) -> None:
-        """One durable timer per idle period (not one per turn): sleep until the conversation has
-        had nothing to do for its idle time, then ask the main loop to close."""
-        limit = timedelta(seconds=self.config.idle_timeout_s)
+    def clock_fired(self) -> bool:
+        """Whether the idle clock ran out (it asked to close)."""
+        return self._clock is not None and self._clock.done()
+
+    async def _idle_clock(self, is_idle: Callable[[], bool]) -> None:
+        """One durable timer per idle period (not one per turn): sleep until the conversation has had
+        nothing to do for its idle time, then ask the main loop to close."""
         while True:
-            left = limit - (workflow.now() - self.active) if self._idle() else limit
+            left = self.idle_limit - (workflow.now() - self.active) if is_idle() else self.idle_limit
             if left <= timedelta(0):
                 self.closing = True
                 return
             await workflow.sleep(left, summary="idle close")
 
-    def _publish(self, *, force: bool = False) -> None:
-        """Upsert the search attributes, at most every 10 s of workflow time (each is a visibility
-        write), and always before the run closes or continues as new."""
-        if not self.config.search_attributes or self._attributes() == self.shown_attributes:
+    def publish(self, attributes: Attributes, *, force: bool = False) -> None:
+        """Upsert the search attributes, at most once per interval of workflow time (each is a
+        visibility write), and always when forced (before the run closes or continues as new)."""
+        if not self.enabled or attributes == self.shown:
             return
-        if not force and workflow.now() - self.published < ATTRIBUTES_EVERY:
+        if not force and workflow.now() - self.published < self.every:
             return
-        state, turns = self._attributes()
+        state, turns = attributes
         workflow.upsert_search_attributes([STATE_KEY.value_set(state), TURNS_KEY.value_set(turns)])
-        self.published, self.shown_attributes = workflow.now(), (state, turns)
+        self.published, self.shown = workflow.now(), attributes
 
-    def _attributes(self) -> tuple[str, int]:
-        return ("running" if self.tasks or self.pending else "idle"), self.turns
+    def stale(self, attributes: Attributes, *, idle: bool) -> bool:
+        """Whether an idle conversation's attributes show something else than it is."""
+        return self.enabled and idle and attributes != self.shown
 
-    def _stale_attributes(self) -> bool:
-        return self.config.search_attributes and self._idle() and self._attributes() != self.shown_attributes
-
-    async def _publish_when_quiet(self) -> None:
-        """Once a burst of turns is over, bring the search attributes up to date (one timer per
-        burst, not one per turn), unless work arrives first."""
-        if not self._stale_attributes():
+    async def publish_when_quiet(
+        self, current: Callable[[], Attributes], *, is_idle: Callable[[], bool], has_work: Callable[[], bool]
+    ) -> None:
+        """Once a burst of turns is over, bring the attributes up to date (one timer per burst, not
+        one per turn), unless work arrives first."""
+        if not self.stale(current(), idle=is_idle()):
             return
-        left = ATTRIBUTES_EVERY - (workflow.now() - self.published)
+        left = self.every - (workflow.now() - self.published)
         if left > timedelta(0):
             try:
-                await workflow.wait_condition(self._has_work, timeout=left, timeout_summary="publish attributes")
+                await workflow.wait_condition(has_work, timeout=left, timeout_summary="publish attributes")
                 return
             except TimeoutError:
                 pass
-        self._publish(force=True)
+        self.publish(current(), force=True)

@@ -13,8 +13,7 @@ from urllib.parse import quote
 
 from core.errors import ThreadlineError
 from core.models import TurnOutcome
-
-from .turns import Turn
+from threadline.reading import Turn
 
 INPUT_WIDTH = 32
 RESULT_WIDTH = 48
@@ -221,6 +220,8 @@ def render_text(data: Mapping[str, Any]) -> str:
         rows.append(("waits for", f"{data['waits_for']} (still running)"))
     if data["sections"]:
         rows.append(("sections", f"{len(data['sections'])} (a summary of the turns not shown)"))
+    if data["request"] is None:
+        return fields(rows) + "\n\nThe send would wait for that turn to end; render again once it has."
     request = json.dumps(data["request"], ensure_ascii=False, indent=2, default=str)
     return fields(rows) + "\n\n" + request
 

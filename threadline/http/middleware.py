@@ -25,14 +25,13 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from core.errors import ErrorCode, ThreadlineError
+from core.temporal import from_failure
 
-from .client import from_failure
-
-log = structlog.get_logger("threadline.service")
+logger = structlog.get_logger("threadline.service")
 
 STATUS: dict[str, int] = {
-    "unauthorized": 401,
-    "forbidden": 403,
+    ErrorCode.UNAUTHORIZED: 401,
+    ErrorCode.FORBIDDEN: 403,
     ErrorCode.CONVERSATION_NOT_FOUND: 404,
     ErrorCode.TURN_UNKNOWN: 404,
     ErrorCode.CONVERSATION_BUSY: 409,
@@ -153,9 +152,9 @@ class RequestLog:
             fields = {"method": scope["method"], "path": scope["path"], "status": status or 500}
             fields["ms"] = round((time.perf_counter() - start) * 1000, 1)
             if failure is None:
-                log.info("http.request", **fields)
+                logger.info("http.request", **fields)
             else:
-                log.error("http.request", **fields, exc_info=failure)
+                logger.error("http.request", **fields, exc_info=failure)
 
 
 class Auth:
@@ -168,7 +167,7 @@ class Auth:
         if scope["type"] == "http" and scope["path"].startswith("/v1/") and self.keys:
             key = self._match(Headers(scope=scope).get("authorization", ""))
             if key is None:
-                err = ThreadlineError("unauthorized", "send a valid API key as `Authorization: Bearer <key>`")
+                err = ThreadlineError(ErrorCode.UNAUTHORIZED, "send a valid API key as `Authorization: Bearer <key>`")
                 await error_response(err)(scope, receive, send)
                 return
             scope.setdefault("state", {})["key"] = key

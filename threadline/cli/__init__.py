@@ -28,11 +28,11 @@ from temporalio.service import RPCError
 
 from core import logs
 from core.errors import ThreadlineError
+from core.temporal import from_failure
 
-from . import _chat, _cli_conversation, _cli_serving
-from ._cli_common import Command
-from ._format import Output
-from .client import from_failure
+from . import chat, conversation_commands, serving
+from .common import Command
+from .output import Output
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="threadline", description="Durable multi-turn LLM conversations on Temporal.", parents=[common]
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _cli_serving.add_commands(commands, common)
-    _chat.add_command(commands, common)
-    _cli_conversation.add_commands(commands, common)
+    serving.add_commands(commands, common)
+    chat.add_command(commands, common)
+    conversation_commands.add_commands(commands, common)
     return parser

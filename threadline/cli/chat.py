@@ -18,9 +18,12 @@ from temporalio.service import RPCError
 
 from core.errors import ErrorCode, ThreadlineError, is_code
 from core.settings import Settings
+from core.temporal import from_failure
+from threadline.client import Conversation
+from threadline.reading import Turn
 
-from . import _format
-from ._cli_common import (
+from . import output
+from .common import (
     InputLines,
     Progress,
     Subcommands,
@@ -30,9 +33,7 @@ from ._cli_common import (
     note,
     open_conversation,
 )
-from ._format import Output
-from .client import Conversation, from_failure
-from .turns import Turn
+from .output import Output
 
 HELP = """\
 /turns         the turns from the first to the head of this branch
@@ -67,7 +68,7 @@ def add_command(commands: Subcommands, common: argparse.ArgumentParser) -> None:
 async def run_chat(args: argparse.Namespace, out: Output) -> int:
     """Hold the conversation until `/quit` or the end of the input (exit 0), or Ctrl-C at the prompt (130)."""
     settings = Settings.from_env()
-    chat = Chat(await open_conversation(args, settings), out, settings=settings, lm=args.lm)
+    chat = ChatSession(await open_conversation(args, settings), out, settings=settings, lm=args.lm)
     lines = InputLines(sys.stdin)
     if lines.interactive:
         note(f"Conversation {chat.chat.id} ({args.program}). /help lists commands; Ctrl-D ends.\n")
@@ -84,7 +85,7 @@ async def run_chat(args: argparse.Namespace, out: Output) -> int:
     return 0
 
 
-class Chat:
+class ChatSession:
     """One chat: sends lines as turns and carries out commands, printing through `out`."""
 
     def __init__(self, chat: Conversation, out: Output, *, settings: Settings, lm: str | None) -> None:
@@ -162,7 +163,7 @@ class Chat:
         if self.out.json:
             self.out.emit({"event": "turn", **turn.as_dict()}, "")
         elif turn.state == "done" and not streamed:
-            self._print(_format.result_text(turn) + "\n")
+            self._print(output.result_text(turn) + "\n")
         elif streamed and not streamed.endswith("\n"):
             self._print("\n")
         if turn.state != "done":
@@ -225,13 +226,13 @@ class Chat:
 
     async def _turns(self, arg: str, *, all: bool = False) -> None:
         turns = await self.chat.turns(all=all)
-        text = _format.turns_table(turns, self.out) if turns else "No turns yet."
+        text = output.turns_table(turns, self.out) if turns else "No turns yet."
         self.out.emit({"event": "turns", "all": all, "turns": [t.as_dict() for t in turns]}, text)
 
     async def _show(self, arg: str) -> None:
         data = await branch_tree(self.chat)
-        text = _format.tree_text(data["turns"], data["head"], self.out) or "No turns yet."
-        with _format.nesting(_format.tree_depth(data["turns"])):
+        text = output.tree_text(data["turns"], data["head"], self.out) or "No turns yet."
+        with output.nesting(output.tree_depth(data["turns"])):
             self.out.emit({"event": "show", **data}, text)
 
     async def _from(self, arg: str) -> None:
@@ -252,7 +253,7 @@ class Chat:
 
     async def _history(self, arg: str) -> None:
         data = await self.chat.history()
-        self.out.emit({"event": "history", **data}, _format.history_text(data))
+        self.out.emit({"event": "history", **data}, output.history_text(data))
 
     async def _help(self, arg: str) -> None:
         self.out.emit({"event": "help", "text": HELP}, HELP)
@@ -278,5 +279,5 @@ def _turn_error(turn: Turn) -> ThreadlineError:
     code = error.get("code")
     why = f": {error['message']}" if error.get("message") else ""
     return ThreadlineError(
-        str(code) if is_code(code) else ErrorCode.TURN_STATE, f"turn {turn.id} ended {turn.state}{why}"
+        ErrorCode.parse(code) if is_code(code) else ErrorCode.TURN_STATE, f"turn {turn.id} ended {turn.state}{why}"
     )

@@ -26,12 +26,12 @@ from temporalio.service import RPCError
 
 from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings
+from threadline.client import Threadline, connect
 
-from ._http_middleware import STATUS, APIKey, Auth, BodyLimit, RequestLog, on_error, on_http_error
-from ._http_routes import probes, router
-from .client import Threadline, connect
+from .middleware import STATUS, APIKey, Auth, BodyLimit, RequestLog, on_error, on_http_error
+from .routes import probes, router
 
-log = structlog.get_logger(__name__)
+logger = structlog.get_logger(__name__)
 
 DEFAULT_MAX_BODY_BYTES = 2 << 20
 SHUTDOWN_GRACE_S = 5
@@ -97,9 +97,9 @@ _CORS: dict[str, Any] = {
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     config: ServiceSettings = app.state.config
     if not config.keys:
-        log.warning("service.open", reason="no API keys are set (THREADLINE_API_KEYS): anyone may call it")
+        logger.warning("service.open", reason="no API keys are set (THREADLINE_API_KEYS): anyone may call it")
     scoped = sum(key.stores is not None for key in config.keys)
-    log.info("service.started", keys=len(config.keys), scoped=scoped, max_body_bytes=config.max_body_bytes)
+    logger.info("service.started", keys=len(config.keys), scoped=scoped, max_body_bytes=config.max_body_bytes)
     yield
 
 
@@ -149,6 +149,3 @@ async def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -
         timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
     await uvicorn.Server(config).serve()
-
-
-__all__ = ["STATUS", "APIKey", "ServiceSettings", "create_app", "serve"]

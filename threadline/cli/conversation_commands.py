@@ -6,11 +6,11 @@ import argparse
 import sys
 
 from core.settings import Settings
+from threadline.client import Conversation
 
-from . import _format
-from ._cli_common import Progress, Subcommands, add_conversation, branch_tree, message_inputs, open_conversation
-from ._format import Output
-from .client import Conversation
+from . import output
+from .common import Progress, Subcommands, add_conversation, branch_tree, message_inputs, open_conversation
+from .output import Output
 
 _SEND_EPILOG = """\
 MESSAGE is the program's input: for `tutor`, its `message`. For a program whose input is not
@@ -114,14 +114,14 @@ async def run_send(args: argparse.Namespace, out: Output) -> int:
                 "parent": handle.parent,
                 "request_id": handle.request_id,
             }
-            out.emit(data, _format.fields([("turn", handle.id), ("parent", handle.parent or "-")]))
+            out.emit(data, output.fields([("turn", handle.id), ("parent", handle.parent or "-")]))
             return 0
         progress.turn = handle.id
         streamed = False
         if not out.json and handle.id is not None:
             streamed = await _print_stream(chat, handle.id, out, progress)
         outcome = await chat.outcome(handle.request_id)
-    text = _format.outcome_text(outcome, out, answer=not streamed)
+    text = output.outcome_text(outcome, out, answer=not streamed)
     out.emit({"conversation": chat.id, **outcome.model_dump(mode="json")}, text)
     return 0 if outcome.state == "done" else 1
 
@@ -151,8 +151,8 @@ async def run_render(args: argparse.Namespace, out: Output) -> int:
     if args.from_turn:
         # A send would be refused `turn-unknown`; without this check the preview would show a new root.
         chat = chat.continue_from(await chat.turn(args.from_turn))
-    data = await chat.render(lm=args.lm, **inputs)
-    out.emit({"conversation": chat.id, "store": args.store, **data}, _format.render_text(data))
+    data = (await chat.render(lm=args.lm, **inputs)).model_dump(mode="json")
+    out.emit({"conversation": chat.id, "store": args.store, **data}, output.render_text(data))
     return 0
 
 
@@ -161,7 +161,7 @@ async def run_turns(args: argparse.Namespace, out: Output) -> int:
     chat = await open_conversation(args, Settings.from_env())
     turns = await chat.turns(all=args.all)
     data = {"conversation": chat.id, "store": args.store, "turns": [turn.as_dict() for turn in turns]}
-    out.emit(data, _format.turns_table(turns, out) if turns else f"Conversation {chat.id} has no turns.")
+    out.emit(data, output.turns_table(turns, out) if turns else f"Conversation {chat.id} has no turns.")
     return 0
 
 
@@ -169,8 +169,8 @@ async def run_show(args: argparse.Namespace, out: Output) -> int:
     """Print every turn as a tree by parent links, the head marked."""
     chat = await open_conversation(args, Settings.from_env())
     data = await branch_tree(chat)
-    text = _format.tree_text(data["turns"], data["head"], out) or f"Conversation {chat.id} has no turns."
-    with _format.nesting(_format.tree_depth(data["turns"])):
+    text = output.tree_text(data["turns"], data["head"], out) or f"Conversation {chat.id} has no turns."
+    with output.nesting(output.tree_depth(data["turns"])):
         out.emit(data, text)
     return 0
 
@@ -179,7 +179,7 @@ async def run_history(args: argparse.Namespace, out: Output) -> int:
     """Print the compressed view of the branch to the head: summary, key facts, counts, topics."""
     chat = await open_conversation(args, Settings.from_env())
     data = await chat.history()
-    out.emit({"store": args.store, **data}, _format.history_text(data))
+    out.emit({"store": args.store, **data}, output.history_text(data))
     return 0
 
 

@@ -12,16 +12,15 @@ from typing import Any
 
 from temporalio.client import Client
 
-import worker
 from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings
-from threadline.client import connect_temporal
+from core.temporal import connect_temporal, workflow_id
+from threadline.client import connect
+from threadline.devserver import DevServer
 
-from . import _format
-from ._cli_common import Subcommands
-from ._format import Output
-from .client import connect, workflow_id
-from .devserver import DevServer
+from . import output
+from .common import Subcommands
+from .output import Output
 
 DEMO_QUESTIONS = ("Hi, I'm Alex.", "What is 1/2 + 1/3?", "Is it 2/5?")
 
@@ -70,7 +69,7 @@ async def run_dev(args: argparse.Namespace, out: Output) -> int:
         client = await connect_temporal(settings)
         demo = asyncio.create_task(_demo(client, settings, ui_url=server.ui_url, out=out)) if args.demo else None
         try:
-            await worker.run(settings, client=client, stop=stop)
+            await _run_worker(settings, client=client, stop=stop)
         finally:
             # worker.run removes its signal handlers: a second Ctrl-C must still let the server stop in order.
             _trap_signals(stop)
@@ -84,7 +83,7 @@ async def run_worker(args: argparse.Namespace, out: Output) -> int:
     client = await connect_temporal(settings)
     data = {"address": settings.address, "task_queue": settings.task_queue}
     out.emit(data, f"Worker on task queue {settings.task_queue!r} at {settings.address}; press Ctrl-C to stop.")
-    await worker.run(settings, client=client)
+    await _run_worker(settings, client=client)
     return 0
 
 
@@ -92,7 +91,7 @@ async def run_serve(args: argparse.Namespace, out: Output) -> int:
     """Serve the HTTP API until SIGINT or SIGTERM."""
     try:
         # Imported here: the service's dependencies (FastAPI, uvicorn) are not needed by any other command.
-        from .service import serve
+        from threadline.http import serve
     except ImportError:
         raise ThreadlineError(ErrorCode.INTERNAL, "the HTTP service is not available in this build") from None
     await serve(Settings.from_env(), host=args.host, port=args.port)
@@ -104,7 +103,7 @@ def _ready(server: DevServer, settings: Settings, *, serving: bool) -> tuple[dic
     data = {"address": server.address, "ui_url": server.ui_url, "task_queue": queue, "data": str(settings.data)}
     rows = [("Temporal:", server.address), ("Temporal UI:", server.ui_url or "off")]
     rows += [("Worker:", f"task queue {queue}" if queue else "off (--server-only)"), ("Data:", str(settings.data))]
-    return data, _format.fields(rows, gap=1) + "\nPress Ctrl-C to stop."
+    return data, output.fields(rows, gap=1) + "\nPress Ctrl-C to stop."
 
 
 async def _demo(client: Client, settings: Settings, *, ui_url: str | None, out: Output) -> None:
@@ -115,14 +114,21 @@ async def _demo(client: Client, settings: Settings, *, ui_url: str | None, out: 
         for question in DEMO_QUESTIONS:
             turn = await chat.predict(question)
             data = {"demo": chat.id, "turn": turn.id, "question": question, "answer": turn.result}
-            out.emit(data, f"  you:   {question}\n  tutor: {_format.text_of(turn.result)}")
+            out.emit(data, f"  you:   {question}\n  tutor: {output.text_of(turn.result)}")
     except ThreadlineError as err:
         out.error(err)
         return
-    url = _format.workflow_url(ui_url, settings.namespace, workflow_id("default", chat.id)) if ui_url else None
+    url = output.workflow_url(ui_url, settings.namespace, workflow_id("default", chat.id)) if ui_url else None
     out.emit(
         {"demo": chat.id, "ui": url}, f"See it in the Temporal UI: {url}" if url else "The UI is off (--ui-port 0)."
     )
+
+
+async def _run_worker(settings: Settings, *, client: Client, stop: asyncio.Event | None = None) -> None:
+    """The composition root's worker (imported here: only the serving commands run a worker)."""
+    from worker import run
+
+    await run(settings, client=client, stop=stop)
 
 
 def _trap_signals(stop: asyncio.Event) -> None:

@@ -1,14 +1,13 @@
 """The HTTP service's routes: conversations under `/v1/conversations`, and the `/health` and `/ready` probes.
 
-Each route is a thin adapter over the client API (`threadline.client`); reads go to the store's
-record log off the event loop, so nothing of the transcript passes through Temporal.
+Each route is a thin adapter over the Python API (`threadline.client`); reads go through the
+connection's `ConversationLog`s (incremental, off the event loop), so nothing of the transcript
+passes through Temporal.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Annotated
@@ -22,14 +21,17 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.plan import rule_of
 from core.errors import ErrorCode, ThreadlineError
-from core.models import TurnOutcome
-from store.log import ENDED_STATES, Log
+from core.models import TurnOutcome, TurnSend
+from core.temporal import workflow_id
+from store.log import Log
+from store.reader import now
+from threadline.client import Conversation, Threadline, TurnHandle
+from threadline.reading import MAX_PAGE, Turn, history, state_of, to_turn
 
-from . import _http_models as m
-from ._http_middleware import APIKey
-from .client import Conversation, Threadline, TurnHandle, workflow_id
-from .turns import Turn, to_turn
+from . import bodies as m
+from .middleware import APIKey
 
 READY_TIMEOUT = timedelta(seconds=2)
 """How long `/ready` waits for Temporal before answering 503."""
@@ -55,7 +57,7 @@ def _tl(request: Request) -> Threadline:
 def _allow(request: Request, store: str) -> None:
     key: APIKey | None = getattr(request.state, "key", None)
     if key is not None and not key.allows(store):
-        raise ThreadlineError("forbidden", f"this API key may not use store {store!r}; use a key scoped to it")
+        raise ThreadlineError(ErrorCode.FORBIDDEN, f"this API key may not use store {store!r}; use a key scoped to it")
 
 
 async def _chat(request: Request, conversation_id: str, store: Annotated[str, Query()] = "default") -> Conversation:
@@ -67,9 +69,8 @@ Chat = Annotated[Conversation, Depends(_chat)]
 
 
 async def _log(chat: Conversation) -> Log:
-    """The conversation's record log, read off the event loop."""
-    # The connection's store keeps what it read, so each read parses only what was appended since.
-    return Log(await asyncio.to_thread(lambda: chat.tl.store(chat.config.store).read(chat.id)))
+    """The conversation's record log, brought up to date (only what was appended since is parsed)."""
+    return await chat.tl.log(chat.config.store, chat.id).read()
 
 
 @router.post("", status_code=201)
@@ -111,36 +112,27 @@ async def _send(chat: Conversation, body: m.TurnRequest) -> TurnHandle:
 @router.get("/{conversation_id}")
 async def get_conversation(chat: Chat) -> m.ConversationState:
     """What the record log says: the head, how many turns, and whether one is running (`empty` before any)."""
-    found, now = await _log(chat), time.time()
-    running = any(state not in ENDED_STATES for state in found.states(now).values())
-    head = found.turns.get(found.head or "")
-    program = found.programs.get(str(head.record.get("program"))) if head else None
-    return m.ConversationState(
-        conversation=chat.id,
-        store=chat.config.store,
-        program=program.get("name") if program else None,
-        head=found.head,
-        turns=len(found.branch(found.head)),
-        total=len(found.order),
-        state="empty" if not found.order else "running" if running else "idle",
-    )
+    state = state_of(await _log(chat), now())
+    return m.ConversationState(conversation=chat.id, store=chat.config.store, **state)
 
 
 @router.get("/{conversation_id}/turns")
-async def list_turns(chat: Chat, all: bool = False) -> list[Turn]:
-    """The turns from the first to the head (`all`: every turn of every branch, in the order they were sent)."""
-    found, now = await _log(chat), time.time()
-    ids = found.order if all else [t.id for t in found.branch(found.head)]
-    return [to_turn(found, found.turns[tid], now) for tid in ids]
+async def list_turns(
+    chat: Chat,
+    all: bool = False,
+    limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None,
+    after: str | None = None,
+    before: str | None = None,
+) -> list[Turn]:
+    """The turns from the first to the head (`all`: every turn of every branch, in the order they were
+    sent); `limit` with `after` or `before` (a turn id of the list) pages through a long one."""
+    return await chat.turns(all, limit=limit, after=after, before=before)
 
 
 @router.get("/{conversation_id}/turns/{turn}")
 async def get_turn(chat: Chat, turn: str) -> Turn:
     """One turn (404 `turn-unknown` when the log has none)."""
-    found = await _log(chat)
-    if turn not in found.turns:
-        raise ThreadlineError(ErrorCode.TURN_UNKNOWN, f"turn {turn} is not in conversation {chat.id}")
-    return to_turn(found, found.turns[turn], time.time())
+    return await chat.turn(turn)
 
 
 @router.get("/{conversation_id}/turns/{turn}/events", response_class=StreamingResponse)
@@ -189,10 +181,10 @@ async def get_history(chat: Chat, recent: Annotated[int, Query(ge=0, le=100)] = 
     """The head's branch as the model sees it: the summary and key facts of older turns, how many
     turns are shown verbatim, the branch's and every branch's turn counts, the topics, and its
     `recent` last turns."""
-    found, now = await _log(chat), time.time()
+    found, moment = await _log(chat), now()
     branch = found.branch(found.head)
-    shown = [to_turn(found, t, now).as_dict() for t in branch[-recent:]] if recent else []
-    view = await chat.history()
+    shown = [to_turn(found, t, moment).as_dict() for t in branch[-recent:]] if recent else []
+    view = history(found, found.head, rule_of(chat.config, TurnSend(request_id="history", inputs={})), moment)
     return m.History(
         turns=len(branch),
         total=len(found.order),

@@ -15,13 +15,11 @@ from typing import Any, TextIO, TypeAlias
 from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings
 from store.base import check_id
-from store.log import Log
 from store.program import load_programs
-from store.rules import view_head
+from threadline.client import Conversation, connect
 
-from . import _format
-from ._format import Output
-from .client import Conversation, connect
+from . import output
+from .output import Output
 
 Command = Callable[[argparse.Namespace, Output], Coroutine[Any, Any, int]]
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # not subscriptable at run time
@@ -76,11 +74,11 @@ def _json_object(text: str) -> dict[str, Any] | None:
 
 
 async def branch_tree(chat: Conversation) -> dict[str, Any]:
-    """Every turn as a tree by parent links (`_format.tree`), and the conversation's head."""
+    """Every turn as a tree by parent links (`output.tree`), and the conversation's head."""
     turns = await chat.turns(all=True)
     # The log's head, not the handle's view: the tree shows the conversation as every reader finds it.
-    log = Log(await asyncio.to_thread(chat.tl.store(chat.config.store).read, chat.id))
-    return {"conversation": chat.id, "store": chat.config.store, "head": view_head(log), "turns": _format.tree(turns)}
+    head = (await chat.tl.log(chat.config.store, chat.id).read()).head
+    return {"conversation": chat.id, "store": chat.config.store, "head": head, "turns": output.tree(turns)}
 
 
 class Progress:

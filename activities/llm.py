@@ -1,0 +1,114 @@
+"""The steps of a conversation that ask a model: running a turn, classifying a send's topic,
+extending a branch's summary, and rendering the request a send would make.
+
+Each model answer is kept in the log before it is used (the turn's `ended`, a topic or summary
+`entry`), so a retry or a resume never pays for it twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from temporalio import activity
+
+from core.errors import ThreadlineError
+from core.models import BeginInput, PrepareResult, RenderResult, RunInput, RunResult
+from core.temporal import coded
+from store.program import Program
+from store.reader import LogCache, now
+from store.streams import StreamLog
+from store.turns import Begin
+
+from .context import Preparer
+from .models import Providers, split_model
+from .plan import plan_turn, rule_of, turn_request
+from .providers import request_body
+from .run import TurnRun
+from .transcript import find_program
+
+
+class LLMActivities:
+    """Model calls for every conversation of this worker.
+
+    Args:
+        logs: The worker's conversation logs, by store.
+        programs: The programs by name.
+        providers: The model providers.
+        default_model: The model string used when neither the conversation nor the send names one.
+        streams: Where each store's turns stream their text (a store without one does not stream).
+    """
+
+    def __init__(
+        self,
+        logs: LogCache,
+        programs: Mapping[str, Program],
+        providers: Providers,
+        *,
+        default_model: str = "offline",
+        streams: Mapping[str, StreamLog] | None = None,
+    ) -> None:
+        self.logs = logs
+        self.programs = dict(programs)
+        self.providers = providers
+        self.default_model = default_model
+        self.streams = dict(streams or {})
+
+    @activity.defn(name="run_turn")
+    @coded
+    async def run_turn(self, input: RunInput) -> RunResult:
+        """Run a begun turn's model call while heartbeating, renewing its lease and watching the log
+        for a stop or a takeover; end it with exactly one `ended` record."""
+        config = input.config
+        program = find_program(self.programs, input.send.program or config.program)
+        lm = input.send.lm or config.lm or self.default_model
+        conversation = self.logs.get(config.store, config.conversation)
+        run = TurnRun(conversation, program, input, rule_of(config, input.send), self.streams.get(config.store))
+        try:
+            provider, name = self.providers.resolve(lm)
+            return await run.execute(provider, model=lm, name=name)
+        except ThreadlineError as err:
+            if err.retryable:
+                raise
+            return await run.fail(err)
+
+    @activity.defn(name="prepare_turn")
+    @coded
+    async def prepare_turn(self, input: BeginInput) -> PrepareResult:
+        """Before a send is placed: classify its topic (and place it by topic under `branch`). The
+        classification is kept in the log before it is used, so a retry pays for it once."""
+        return await self._preparer(input).prepare(input.config, input.send, record=True)
+
+    @activity.defn(name="summarise_branch")
+    @coded
+    async def summarise_branch(self, input: RunInput) -> None:
+        """After a turn ended done: extend its branch's summary if one is due (a model call)."""
+        await self._preparer(input).summarise(input.config, input.send, input.turn)
+
+    @activity.defn(name="render_turn")
+    @coded
+    async def render_turn(self, input: BeginInput) -> RenderResult:
+        """The request a send would make now, placed and shown as `begin_turn` and `run_turn` would
+        (a topic classified, not recorded); nothing is appended."""
+        config, send = input.config, input.send
+        program = find_program(self.programs, send.program or config.program)
+        inputs = program.validate_inputs(send.inputs)
+        placement = await self._preparer(input).prepare(config, send, record=False)
+        request = turn_request(config, placement.applied(send), inputs)
+        log = await self.logs.get(config.store, config.conversation).read()
+        model = send.lm or config.lm or self.default_model
+        plan = plan_turn(log, program, request, model=split_model(model)[1], now=now())
+        decided = plan.decided
+        if not isinstance(decided, Begin) or plan.request is None:
+            return RenderResult(model=model, parent=None, waits_for=getattr(decided, "turn", None))
+        return RenderResult(
+            model=model,
+            parent=decided.parent,
+            shown=decided.shown.turns,
+            sections=decided.shown.sections,
+            request=request_body(model, plan.request),
+        )
+
+    def _preparer(self, input: BeginInput | RunInput) -> Preparer:
+        config, send = input.config, input.send
+        model = send.lm or config.lm or self.default_model
+        return Preparer(self.logs.get(config.store, config.conversation), self.providers, model)

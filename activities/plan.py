@@ -1,0 +1,99 @@
+"""One plan of a turn, shared by placing it, running it and rendering it.
+
+`plan_turn` decides, from the log alone, where a send goes (its parent under the `sends`
+policy, the request-id rule first), what it is shown (the context rule, a summary, recorded
+context) and the request its model call makes. `begin_turn` appends what it decided,
+`run_turn` builds the same request again from what was recorded, and `render` shows it without
+appending anything: the three cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from core.models import ConversationConfig, TurnSend
+from store.log import Log
+from store.program import Program
+from store.rules import Rule, Shown, View, shown
+from store.summary import SummaryRule
+from store.turns import Begin, Busy, Existing, TurnRequest, begin_turn
+
+from .models import ModelRequest, build_request
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What a send does now: `Begin` (with the request its model call makes), `Existing` or `Busy`."""
+
+    decided: Begin | Existing | Busy
+    request: ModelRequest | None = None
+
+
+def rule_of(config: ConversationConfig, send: TurnSend) -> Rule:
+    """The context rule a send is shown under: its own, else the conversation's."""
+    chosen = send.context or config.context
+    return Rule(last=chosen.last, without=tuple(chosen.without), window=chosen.window, max_tokens=chosen.max_tokens)
+
+
+def summary_of(config: ConversationConfig, send: TurnSend) -> SummaryRule | None:
+    """The summary rule a send is shown under, if any."""
+    chosen = (send.context or config.context).summary
+    return SummaryRule(after=chosen.after, keep=chosen.keep) if chosen else None
+
+
+def view_of(send: TurnSend) -> View:
+    """Where a send continues: after exactly a turn, a new root, or the branch it follows."""
+    if send.continue_from:
+        return View(pinned=send.continue_from, exact=True)
+    return View(pinned=None, exact=True) if send.root else View(pinned=send.follow)
+
+
+def turn_request(config: ConversationConfig, send: TurnSend, inputs: Mapping[str, Any]) -> TurnRequest:
+    """How `send` asks to be placed: its validated `inputs`, view, policy and rules."""
+    lm = send.lm or config.lm
+    return TurnRequest(
+        inputs,
+        request_id=send.request_id,
+        view=view_of(send),
+        sends=send.sends or config.sends,
+        rule=rule_of(config, send),
+        settings={"lm": lm} if lm else {},
+        summary=summary_of(config, send),
+    )
+
+
+def plan_turn(log: Log, program: Program, request: TurnRequest, *, model: str, now: float) -> Plan:
+    """Decide a send on `log` and, when it begins a turn, the request its model call makes.
+
+    Raises:
+        ThreadlineError: `conversation-busy` (refused) or `conversation-signature`.
+    """
+    decided = begin_turn(log, program, request, now=now)
+    if not isinstance(decided, Begin):
+        return Plan(decided)
+    return Plan(decided, request_of(program, decided.shown, request.inputs, model=model))
+
+
+def shown_for_run(log: Log, program: Program, turn: str, rule: Rule, *, now: float) -> Shown:
+    """What a placed turn is shown when it runs: what it recorded (`context`), else its rule again.
+
+    Equal to what placing it decided: the turns its rule picks are done ancestors, which no
+    longer change, and anything else (a summary, a topic's sections) was recorded as `context`.
+    """
+    placed = log.turns[turn]
+    return shown(
+        log,
+        placed.parent,
+        fields=program.field_records(),
+        signature=program.signature,
+        now=now,
+        rule=rule,
+        context=placed.record.get("context"),
+    )
+
+
+def request_of(program: Program, seen: Shown, inputs: Mapping[str, Any], *, model: str) -> ModelRequest:
+    """The model request of a turn shown `seen` with `inputs`; `model` is the provider's model name."""
+    return build_request(program, seen.exchanges, inputs, model=model, sections=seen.sections)

@@ -1,0 +1,164 @@
+"""The record-keeping steps of a conversation: placing a send, following another writer's turn,
+stopping, moving the head, ending a turn whose runner gave up, and watching the log.
+
+Each reads the log itself (transcripts never pass through workflow history) and is idempotent:
+a retry finds what its earlier try appended, and every append that decides something is
+conditional on the log it was decided on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+import structlog
+from temporalio import activity
+
+from core.errors import ErrorCode, ThreadlineError
+from core.models import (
+    BeginInput,
+    BeginResult,
+    Ended,
+    Interrupted,
+    RunResult,
+    TurnOutcome,
+    TurnRef,
+    WatchInput,
+    check_input_size,
+)
+from core.temporal import coded
+from store.log import Log, Turn
+from store.program import Program
+from store.reader import LogCache, now
+from store.records import Record, head_record, iso
+from store.turns import Begin, Busy, failed_record, stop_records
+
+from .outcomes import outcome_of
+from .plan import plan_turn, turn_request
+
+logger = structlog.get_logger(__name__)
+
+FOLLOW_POLL_S = 0.25
+
+
+class TranscriptActivities:
+    """Store reads and appends for every conversation of this worker.
+
+    Args:
+        logs: The worker's conversation logs, by store.
+        programs: The programs by name.
+    """
+
+    def __init__(self, logs: LogCache, programs: Mapping[str, Program]) -> None:
+        self.logs = logs
+        self.programs = dict(programs)
+
+    def program(self, name: str) -> Program:
+        """The program named `name` (`program-unknown` if it is not registered on this worker)."""
+        return find_program(self.programs, name)
+
+    @activity.defn(name="begin_turn")
+    @coded
+    async def begin_turn(self, input: BeginInput) -> BeginResult:
+        """Place a send: the request-id rule, the parent under `sends`, then `program?`, `turn` and
+        its first `lease` in one conditional append (decided again on conflict)."""
+        config, send = input.config, input.send
+        program = self.program(send.program or config.program)
+        check_input_size(send.inputs)  # a signal may come from any SDK or the Temporal CLI, not only our client
+        request = turn_request(config, send, program.validate_inputs(send.inputs))
+        conversation = self.logs.get(config.store, config.conversation)
+        while True:
+            log = await conversation.read()
+            if send.continue_from and send.continue_from not in log.turns:
+                raise ThreadlineError(ErrorCode.TURN_UNKNOWN, f"turn {send.continue_from} is not in this conversation")
+            decided = plan_turn(log, program, request, model="", now=now()).decided
+            if isinstance(decided, Busy):
+                return BeginResult(kind="busy", turn=decided.turn, records=log.n)
+            if not isinstance(decided, Begin):
+                existing = log.turns[decided.turn]
+                outcome = outcome_of(existing, send.request_id)
+                return BeginResult(kind="existing", turn=existing.id, parent=existing.parent, outcome=outcome)
+            try:
+                await conversation.append(decided.records, expect=decided.expect)
+            except ThreadlineError as err:
+                if err.code != ErrorCode.STORE_CONFLICT:
+                    raise
+                continue
+            logger.info("turn.begun", conversation=config.conversation, turn=decided.turn, parent=decided.parent)
+            return BeginResult(kind="begun", turn=decided.turn, parent=decided.parent, records=log.n)
+
+    @activity.defn(name="follow_turn")
+    @coded
+    async def follow_turn(self, ref: TurnRef) -> RunResult:
+        """Wait while another writer runs the turn: until it ends, or reads `interrupted` (claim it then)."""
+        conversation = self.logs.get(ref.store, ref.conversation)
+        while True:
+            turn = await conversation.turn(ref.turn)
+            outcome = outcome_of(turn, ref.request_id)
+            if outcome is not None:
+                return Ended(outcome=outcome, attempt=turn.attempt)
+            if turn.state(now()) == "interrupted":
+                return Interrupted(attempt=turn.attempt)
+            activity.heartbeat()
+            await asyncio.sleep(FOLLOW_POLL_S)
+
+    @activity.defn(name="stop_turn")
+    @coded
+    async def stop_turn(self, ref: TurnRef) -> None:
+        """Append a `stop` for a running turn (its runner ends it), or abandon a waiting or interrupted one."""
+        await self.logs.get(ref.store, ref.conversation).append_if(ref.turn, _stop)
+
+    @activity.defn(name="move_head")
+    @coded
+    async def move_head(self, ref: TurnRef) -> None:
+        """Append a `head` record: the conversation continues from `ref.turn`.
+
+        Conditional, and nothing when the head is there already: a retried try writes no second record.
+        """
+        conversation = self.logs.get(ref.store, ref.conversation)
+
+        def build(log: Log, turn: Turn) -> list[Record] | None:
+            return None if log.head == turn.id else [head_record(turn.id, at=iso(now()))]
+
+        await conversation.append_if(ref.turn, build)
+
+    @activity.defn(name="end_turn")
+    @coded
+    async def end_turn(self, ref: TurnRef) -> TurnOutcome:
+        """End a turn whose runner gave up (its retries ran out) as `failed`, unless it already ended."""
+        failure = ref.error.to_error() if ref.error else ThreadlineError(ErrorCode.INTERNAL, "its runner gave up")
+
+        def build(_: Log, turn: Turn) -> list[Record] | None:
+            return None if turn.ended else [failed_record(turn.id, failure, attempt=turn.attempt, saw=[])]
+
+        turn = await self.logs.get(ref.store, ref.conversation).append_if(ref.turn, build)
+        outcome = outcome_of(turn, ref.request_id)
+        if outcome is None:  # cannot be: the append above ended it, or someone else had
+            raise ThreadlineError(ErrorCode.INTERNAL, f"turn {turn.id} did not end", retryable=True)
+        return outcome
+
+    @activity.defn(name="watch_log")
+    @coded
+    async def watch_log(self, input: WatchInput) -> bool:
+        """Wait until the conversation holds more than `input.after` records (True) or the timeout passes."""
+        return await self.logs.get(input.store, input.conversation).wait(input.after, input.timeout_s)
+
+
+def find_program(programs: Mapping[str, Program], name: str) -> Program:
+    """The program named `name`.
+
+    Raises:
+        ThreadlineError: `program-unknown` when it is not registered here.
+    """
+    found = programs.get(name)
+    if found is None:
+        known = ", ".join(sorted(programs))
+        message = f"no program named {name!r} is registered on this worker (registered: {known})"
+        raise ThreadlineError(ErrorCode.PROGRAM_UNKNOWN, message)
+    return found
+
+
+def _stop(log: Log, turn: Turn) -> list[Record] | None:
+    if turn.stops and not turn.ended:
+        return None  # already asked: one stop record is enough
+    return stop_records(log, turn.id, now=now()) or None

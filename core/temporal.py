@@ -1,0 +1,106 @@
+"""Crossing Temporal: the connection every process shares, workflow ids, and coded errors.
+
+`ThreadlineError` knows nothing of Temporal. Here it becomes an `ApplicationError` whose `type`
+is the code (activities raise it through `coded`), and any failure that comes back (an activity's,
+an update's, an RPC's) becomes a `ThreadlineError` again through `from_failure`, code, retryable
+flag and details intact. `store/` never imports this module.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any, ParamSpec, TypeVar
+
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
+from temporalio.exceptions import ActivityError, ApplicationError, ApplicationErrorCategory, CancelledError
+from temporalio.service import RPCError, RPCStatusCode
+
+from .errors import ErrorCode, ThreadlineError, is_code
+from .settings import Settings
+
+DATA_CONVERTER: DataConverter = pydantic_data_converter
+"""The converter of every client, worker and replayer."""
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def workflow_id(store: str, conversation: str) -> str:
+    """`conversation/<store>/<id>`: one workflow per conversation."""
+    return f"conversation/{store}/{conversation}"
+
+
+async def connect_temporal(settings: Settings) -> Client:
+    """A client of `settings.address` with the data converter every Threadline process shares."""
+    try:
+        return await Client.connect(settings.address, namespace=settings.namespace, data_converter=DATA_CONVERTER)
+    except RuntimeError as err:
+        raise ThreadlineError(
+            ErrorCode.SERVER_UNAVAILABLE,
+            f"cannot reach Temporal at {settings.address} ({err}); start one with `threadline dev --server-only`",
+            retryable=True,
+        ) from None
+
+
+def to_failure(err: ThreadlineError) -> ApplicationError:
+    """The `ApplicationError` that carries `err` across Temporal: `type` is the code, the details ride along.
+
+    A retryable error waits the provider's Retry-After (`details["retry_after"]`) before its next try.
+    """
+    seconds = err.details.get("retry_after")
+    delay = timedelta(seconds=float(seconds)) if isinstance(seconds, int | float) and seconds > 0 else None
+    # A refusal is an answer, not an incident: BENIGN keeps it out of the worker's warning logs.
+    category = ApplicationErrorCategory.UNSPECIFIED if err.retryable else ApplicationErrorCategory.BENIGN
+    details = (err.details,) if err.details else ()
+    return ApplicationError(
+        err.message,
+        *details,
+        type=str(err.code),
+        non_retryable=not err.retryable,
+        next_retry_delay=delay,
+        category=category,
+    )
+
+
+def from_failure(err: BaseException) -> ThreadlineError:
+    """The `ThreadlineError` behind any failure that crossed Temporal (or failed to reach it)."""
+    if isinstance(err, ThreadlineError):
+        return err
+    cause: BaseException = err
+    while isinstance(cause, WorkflowUpdateFailedError | ActivityError) and cause.cause is not None:
+        cause = cause.cause
+    if isinstance(cause, CancelledError):
+        return ThreadlineError(ErrorCode.TURN_STATE, "the turn was stopped")
+    if isinstance(cause, ApplicationError) and is_code(cause.type):
+        details = cause.details[0] if cause.details and isinstance(cause.details[0], dict) else {}
+        retryable = not cause.non_retryable
+        return ThreadlineError(ErrorCode.parse(cause.type), cause.message, retryable=retryable, **details)
+    if isinstance(cause, RPCError) and cause.status == RPCStatusCode.NOT_FOUND:
+        return ThreadlineError(ErrorCode.CONVERSATION_NOT_FOUND, "no such conversation is open: send a turn first")
+    if isinstance(cause, RPCError):
+        message = f"Temporal did not answer ({cause.status.name}); retry when it is back"
+        return ThreadlineError(ErrorCode.SERVER_UNAVAILABLE, message, retryable=True)
+    # The message of an unexpected error may quote values; only its type leaves the process.
+    return ThreadlineError(ErrorCode.INTERNAL, f"an unexpected {type(cause).__name__}; the worker log has the details")
+
+
+def coded(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """The activity-side error boundary: a `ThreadlineError` leaves an activity as `to_failure(err)`."""
+
+    @functools.wraps(method)
+    async def boundary(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await method(*args, **kwargs)
+        except ThreadlineError as err:
+            raise to_failure(err) from None
+
+    return boundary
+
+
+def raise_coded(err: BaseException) -> Any:
+    """Raise `err` as the coded `ApplicationError` an update handler answers with (never returns)."""
+    raise to_failure(from_failure(err)) from None

@@ -1,0 +1,196 @@
+"""The read side every surface shares: one conversation's log, read incrementally, safely.
+
+A `ConversationLog` is the only way the worker's activities, the Python API, the CLI and the
+HTTP service read a conversation. It parses only what was appended since its last read, never
+blocks the event loop, and applies each record exactly once however many coroutines ask at the
+same time. It reads through `AsyncStore`, the seam a store that is not a folder plugs into: a
+client then needs no store folder mounted, only what the store's own protocol reaches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
+
+from core.errors import ErrorCode, ThreadlineError
+
+from .base import Store
+from .log import Log, Turn
+from .records import Record
+
+
+class AsyncStore(Protocol):
+    """A record log as a coroutine API: the same contract as `Store` (format-1.md 1.3), awaited."""
+
+    async def append(self, conversation: str, records: Sequence[Record], *, expect: int | None = None) -> int:
+        """Append `records` all or nothing; `store-conflict` when `expect` is not the current count."""
+        ...
+
+    async def read(self, conversation: str, after: int = 0) -> list[Record]:
+        """The records after position `after`, in order."""
+        ...
+
+    async def wait(self, conversation: str, after: int, timeout: float) -> bool:
+        """Wait until the conversation holds more than `after` records (True) or `timeout` passes."""
+        ...
+
+    async def conversations(self) -> list[str]:
+        """The ids of the conversations that hold records, sorted."""
+        ...
+
+
+class Threaded:
+    """A blocking `Store` (a folder, memory) as an `AsyncStore`: each call runs in a worker thread."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def __repr__(self) -> str:
+        return f"Threaded({self.store!r})"
+
+    async def append(self, conversation: str, records: Sequence[Record], *, expect: int | None = None) -> int:
+        """See `AsyncStore.append`."""
+        return await asyncio.to_thread(self.store.append, conversation, list(records), expect=expect)
+
+    async def read(self, conversation: str, after: int = 0) -> list[Record]:
+        """See `AsyncStore.read`."""
+        return await asyncio.to_thread(self.store.read, conversation, after)
+
+    async def wait(self, conversation: str, after: int, timeout: float) -> bool:
+        """See `AsyncStore.wait`."""
+        return await asyncio.to_thread(self.store.wait, conversation, after, timeout)
+
+    async def conversations(self) -> list[str]:
+        """See `AsyncStore.conversations`."""
+        return await asyncio.to_thread(self.store.conversations)
+
+
+class ConversationLog:
+    """One conversation of one store, read incrementally into a `Log`.
+
+    Reads are serialised by a lock, so each record is applied once; callers use the returned
+    `Log` without awaiting in between (it only changes inside `read`).
+    """
+
+    def __init__(self, store: AsyncStore, conversation: str) -> None:
+        self.store = store
+        self.conversation = conversation
+        self.log = Log()
+        self._reading = asyncio.Lock()
+
+    async def read(self) -> Log:
+        """The log with every record appended until now applied."""
+        async with self._reading:
+            self.log.apply(await self.store.read(self.conversation, self.log.n))
+        return self.log
+
+    async def turn(self, turn: str) -> Turn:
+        """The turn as the log says now.
+
+        Raises:
+            ThreadlineError: `turn-unknown`.
+        """
+        log = await self.read()
+        found = log.turns.get(turn)
+        if found is None:
+            raise ThreadlineError(ErrorCode.TURN_UNKNOWN, f"turn {turn} is not in conversation {self.conversation}")
+        return found
+
+    async def append(self, records: Sequence[Record], *, expect: int | None = None) -> int:
+        """Append `records` (conditionally with `expect`)."""
+        return await self.store.append(self.conversation, records, expect=expect)
+
+    async def append_if(self, turn: str, build: Callable[[Log, Turn], list[Record] | None]) -> Turn:
+        """Append what `build` decides from the current log, on exactly that log (decided again on conflict).
+
+        `build` returns None to append nothing. Returns the turn as it reads after the append.
+        """
+        while True:
+            found = await self.turn(turn)
+            records = build(self.log, found)
+            if not records:
+                return found
+            try:
+                await self.append(records, expect=self.log.n)
+            except ThreadlineError as err:
+                if err.code != ErrorCode.STORE_CONFLICT:
+                    raise
+                continue
+            return await self.turn(turn)
+
+    async def wait(self, after: int, timeout: float) -> bool:
+        """Wait until the conversation holds more than `after` records (True) or `timeout` passes."""
+        return await self.store.wait(self.conversation, after, timeout)
+
+
+KEPT_LOGS = 1024
+"""Conversations whose parsed log a process keeps between reads (least recently used go)..."""
+KEPT_RECORDS = 200_000
+"""... and at most this many parsed records in all."""
+
+
+class Stores:
+    """The stores a process knows, by name, each opened on first use (a folder is made then, not before)."""
+
+    def __init__(self, openers: Mapping[str, Callable[[], AsyncStore]]) -> None:
+        self._openers = dict(openers)
+        self._opened: dict[str, AsyncStore] = {}
+
+    def names(self) -> list[str]:
+        """The names of the stores, sorted."""
+        return sorted(self._openers)
+
+    def get(self, name: str) -> AsyncStore:
+        """The store named `name`, opened now if it was not yet.
+
+        Raises:
+            ThreadlineError: `store-unknown`.
+        """
+        found = self._opened.get(name)
+        if found is not None:
+            return found
+        opener = self._openers.get(name)
+        if opener is None:
+            known = ", ".join(self.names()) or "none"
+            raise ThreadlineError(ErrorCode.STORE_UNKNOWN, f"no store is named {name!r} here (known: {known})")
+        found = self._opened[name] = opener()
+        return found
+
+    def check(self, name: str) -> None:
+        """Refuse a name no store has (`store-unknown`) without opening anything."""
+        if name not in self._openers:
+            self.get(name)
+
+
+class LogCache:
+    """The `ConversationLog`s a process keeps, by store and conversation, within `KEPT_*` bounds."""
+
+    def __init__(self, stores: Stores, *, logs: int = KEPT_LOGS, records: int = KEPT_RECORDS) -> None:
+        self.stores = stores
+        self._logs: OrderedDict[tuple[str, str], ConversationLog] = OrderedDict()
+        self._bounds = (logs, records)
+
+    def get(self, store: str, conversation: str) -> ConversationLog:
+        """The log of `conversation` in `store`, made on first use and kept while it is used."""
+        key = (store, conversation)
+        found = self._logs.get(key)
+        if found is not None:
+            self._logs.move_to_end(key)
+            return found
+        found = self._logs[key] = ConversationLog(self.stores.get(store), conversation)
+        logs, records = self._bounds
+        kept = sum(held.log.n for held in self._logs.values())
+        while len(self._logs) > 1 and (len(self._logs) > logs or kept > records):
+            kept -= self._logs.popitem(last=False)[1].log.n
+        return found
+
+
+def now() -> float:
+    """The wall clock, for lease and state decisions (readers and activities may read it; workflows may not)."""
+    return time.time()
+
+
+__all__ = ["AsyncStore", "ConversationLog", "LogCache", "Stores", "Threaded", "now"]

@@ -1,0 +1,148 @@
+"""What clients read of a conversation, computed from its record log: turns, pages of them, the
+branch as the model sees it (`history`), and the conversation's state.
+
+Pure functions of a `Log` and the clock; the Python API, the CLI and the HTTP service all use them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.errors import ErrorCode, ThreadlineError
+from store.log import ENDED_STATES, Log
+from store.log import Turn as LoggedTurn
+from store.rules import Rule, expand
+from store.summary import latest as latest_summary
+from store.topics import topics
+
+MAX_PAGE = 1000
+"""The most turns one page holds."""
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One turn of a conversation, as the record log holds it."""
+
+    id: str
+    parent: str | None
+    state: str
+    inputs: dict[str, Any]
+    outputs: dict[str, Any] = field(default_factory=dict)
+    result: Any = None
+    saw: list[str] = field(default_factory=list)
+    """The ids of the earlier turns it was shown, oldest first."""
+    usage: dict[str, int] = field(default_factory=dict)
+    model: str | None = None
+    error: dict[str, Any] | None = None
+    request_id: str | None = None
+    attempt: int = 1
+
+    def as_dict(self) -> dict[str, Any]:
+        """The turn as JSON-able data (the CLI's `--json`)."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def shown_ids(log: Log, turn: str) -> list[str]:
+    """The turns `turn` was shown, with `saw_of` expanded (empty when it cannot be)."""
+    try:
+        return [str(e["call"]) for e in expand(log, turn)]
+    except ValueError:
+        return []
+
+
+def to_turn(log: Log, turn: LoggedTurn, now: float) -> Turn:
+    """A client `Turn` from the log's view of it."""
+    ended = turn.ended or {}
+    done = ended.get("state") == "done"
+    return Turn(
+        id=turn.id,
+        parent=turn.parent,
+        state=turn.state(now),
+        inputs=turn.inputs,
+        outputs=turn.outputs if done else {},
+        result=ended.get("value", turn.outputs.get("result")) if done else None,
+        saw=shown_ids(log, turn.id),
+        usage={k: v for k, v in (ended.get("usage") or {}).items() if isinstance(v, int)},
+        model=ended.get("model"),
+        error=ended.get("error") if not done and ended else None,
+        request_id=turn.record.get("request_id"),
+        attempt=turn.attempt,
+    )
+
+
+def find_turn(log: Log, turn: str, conversation: str) -> LoggedTurn:
+    """The turn `turn` of `log`.
+
+    Raises:
+        ThreadlineError: `turn-unknown`.
+    """
+    found = log.turns.get(turn)
+    if found is None:
+        raise ThreadlineError(ErrorCode.TURN_UNKNOWN, f"turn {turn} is not in conversation {conversation}")
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """Which turns to list: at most `limit`, after or before a turn of the list (its id)."""
+
+    limit: int | None = None
+    after: str | None = None
+    before: str | None = None
+
+    def cut(self, ids: list[str], conversation: str) -> list[str]:
+        """The ids of this page, in order.
+
+        Raises:
+            ThreadlineError: `turn-unknown` for a cursor not in the list; `invalid-request` for a bad limit.
+        """
+        if self.limit is not None and not 0 < self.limit <= MAX_PAGE:
+            raise ThreadlineError(ErrorCode.INVALID_REQUEST, f"limit must be from 1 to {MAX_PAGE}")
+        start, end = 0, len(ids)
+        index = {tid: i for i, tid in enumerate(ids)} if self.after or self.before else {}
+        for cursor in (self.after, self.before):
+            if cursor is not None and cursor not in index:
+                raise ThreadlineError(ErrorCode.TURN_UNKNOWN, f"turn {cursor} is not in this list of {conversation}")
+        if self.after is not None:
+            start = index[self.after] + 1
+        if self.before is not None:
+            end = index[self.before]
+        chosen = ids[start:end]
+        if self.limit is None:
+            return chosen
+        # Before a turn, a page is the turns just before it; otherwise, the first ones.
+        return chosen[-self.limit :] if self.before is not None and self.after is None else chosen[: self.limit]
+
+
+def history(log: Log, tip: str | None, rule: Rule, now: float) -> dict[str, Any]:
+    """The branch through `tip` as the model sees it: summary, key facts, turns shown verbatim."""
+    branch = log.branch(tip)
+    done = [t for t in branch if t.state(now) == "done"]
+    summary = latest_summary(log, tip) or {}
+    covered = set(summary.get("turns") or [])
+    shown = rule.pick([t for t in done if t.id not in covered])
+    return {
+        "head": tip,
+        "branch_turns": len(branch),
+        "done_turns": len(done),
+        "summarised_turns": len(covered),
+        "verbatim_turns": len(shown),
+        "summary": summary.get("summary"),
+        "facts": list(summary.get("facts") or []),
+        "topics": [{"label": t["label"], "turns": len(t["turns"]), "latest": t["latest"]} for t in topics(log)],
+    }
+
+
+def state_of(log: Log, now: float) -> dict[str, Any]:
+    """The conversation as a whole: its head, its program, how many turns, whether one runs."""
+    running = any(log.turns[tid].state(now) not in ENDED_STATES for tid in log.order)
+    head = log.turns.get(log.head or "")
+    program = log.programs.get(str(head.record.get("program"))) if head else None
+    return {
+        "head": log.head,
+        "program": program.get("name") if program else None,
+        "turns": len(log.branch(log.head)),
+        "total": len(log.order),
+        "state": "empty" if not log.order else "running" if running else "idle",
+    }
