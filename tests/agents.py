@@ -48,7 +48,25 @@ def run_entries(folder: Path, conversation: str, n: int, name: str) -> None:
         store.append(conversation, [entry_record("load", name, k) for _ in range(1 + k % 3)])
 
 
+def run_mixed(folder: Path, conversation: str, n: int, name: str) -> None:
+    """Turns, each followed by a stop record for it and an entry: every kind a reader counts."""
+    from store.folder import FolderStore
+    from store.program import TUTOR
+    from store.records import entry_record, stop_record
+    from store.turns import Answer, TurnRequest
+    from store.writer import Writer
+
+    store = FolderStore(folder)
+    writer = Writer(store, conversation, TUTOR)
+    _wait_for_go(folder)
+    for k in range(n):
+        text = f"{name} {k}"
+        turn = writer.send(TurnRequest({"message": text}), lambda _shown, _inputs: Answer({"result": text}))  # noqa: B023
+        store.append(conversation, [stop_record(turn), entry_record("load", name, k)])
+
+
 if __name__ == "__main__":
     kind, folder, conversation, count, label = sys.argv[1:6]
-    runner = {"functai": run_functai, "threadline": run_threadline, "entries": run_entries}[kind]
+    runners = {"functai": run_functai, "threadline": run_threadline, "entries": run_entries, "mixed": run_mixed}
+    runner = runners[kind]
     runner(Path(folder), conversation, int(count), label)

@@ -307,3 +307,55 @@ async def test_a_retried_turn_is_shown_exactly_what_it_recorded(
     assert first_try.body == retried.body
     assert "early" in json.dumps(retried.body)
     assert "late" not in json.dumps(retried.body)
+
+
+def is_topic(request: Received) -> bool:
+    return "Decide how the new message relates" in json.dumps(request.body)
+
+
+RENDER_RULES: list[dict[str, Any]] = [
+    {},
+    {"last": 1},
+    {"without": ["message"]},
+    {"window": 2},
+    {"max_tokens": 30},
+    {"topics": "track"},
+    {"topics": "branch"},
+    {"summary": {"after": 2, "keep": 1}},
+    {"summary": {"after": 2, "keep": 1}, "topics": "branch", "window": 4},
+]
+
+
+@pytest.mark.parametrize("rule", RENDER_RULES, ids=lambda rule: json.dumps(rule, separators=(",", ":")))
+async def test_render_equals_the_body_the_provider_then_receives(
+    tl: Threadline, live: Settings, fake: FakeProvider, cid: str, rule: dict[str, Any]
+) -> None:
+    """With every context rule, topics on and a summary still being made, render shows exactly the
+    body the next turn's model call sends, and records nothing."""
+    chat = tl.conversation("tutor", id=cid, lm="openai:gpt-test", context=rule)
+    same = Reply(outputs={"shift": "continuation", "confidence": 0.9, "result": "fractions"})
+    new = Reply(outputs={"shift": "new", "confidence": 0.9, "result": "decimals"})  # under `branch`: a new root
+    slow_summary = Reply(outputs={"facts": ["Alex"], "result": "About fractions."}, delay=0.1)
+
+    def answer(request: Received) -> Reply | None:
+        if is_topic(request):
+            return new if "fourth" in json.dumps(request.body) else same
+        return slow_summary if is_summary(request) else None
+
+    fake.answer = answer
+    fake.add(Reply("one"), Reply("two"), Reply("three"), Reply("four"))
+    for text in ("first", "second", "third"):
+        await chat.predict(text)  # no settling: with a summary rule one is still being made now
+    store = FolderStore(live.store_folder("default"))
+
+    def turn_records() -> list[dict[str, Any]]:  # the summary being made lands meanwhile: not render's
+        return [r for r in store.read(cid) if r.get("entry") != "summary"]
+
+    records = turn_records()
+
+    rendered = await chat.render("fourth")
+
+    assert records == turn_records()
+    await chat.predict("fourth")
+    sent = [r for r in fake.requests if not is_summary(r) and not is_topic(r)][-1]
+    assert rendered.request == sent.body

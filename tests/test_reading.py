@@ -1,0 +1,51 @@
+"""The read side under concurrency: one `ConversationLog` per conversation, shared by every caller,
+applies each record exactly once however many reads overlap while another process appends."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+from core.settings import Settings
+from store.folder import FolderStore
+from store.log import Log
+from tests.processes import ROOT
+from threadline.client import Threadline
+
+
+def _summary(log: Log) -> tuple[object, ...]:
+    turns = [(tid, log.turns[tid].stops, bool(log.turns[tid].ended), log.turns[tid].attempt) for tid in log.order]
+    return log.n, log.head, len(log.entries), turns
+
+
+async def test_concurrent_reads_while_another_process_appends_equal_a_fresh_read(
+    settings: Settings, folder: Path, cid: str
+) -> None:
+    """Many overlapping turns()/history()/turn() calls while a writer appends turns, stops and entries:
+    every list is a prefix of the final one, and the shared log ends equal to a fresh read."""
+    tl = Threadline(None, settings)
+    chat = tl.conversation("tutor", id=cid)
+    FolderStore(folder)  # the folder exists before the writer waits in it
+    writer = subprocess.Popen([sys.executable, "-m", "tests.agents", "mixed", str(folder), cid, "60", "w"], cwd=ROOT)
+    (folder / "go").touch()
+    answers: list[list[str]] = []
+
+    async def reader() -> None:
+        while writer.poll() is None:
+            turns = await chat.turns(all=True)
+            answers.append([t.id for t in turns])
+            await chat.history()
+            if turns:
+                await chat.turn(turns[-1].id)
+
+    await asyncio.gather(*(reader() for _ in range(16)))
+    assert 0 == writer.wait(timeout=30)
+    final = await chat.turns(all=True)
+
+    fresh = Log(FolderStore(folder).read(cid))
+    assert _summary(fresh) == _summary(tl.log("default", cid).log)
+    assert 60 == len(final) == len(fresh.entries)
+    assert all(ids == [t.id for t in final][: len(ids)] for ids in answers)
+    assert len(answers) > 16  # the reads did overlap the appends
