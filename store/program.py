@@ -22,20 +22,10 @@ import pydantic
 
 from core.errors import ErrorCode, ThreadlineError
 
+from .approvals import Approve, Decision, check_approve, decide, tool_path
 from .fields import check_fields
 from .shape import UNIONS, canonical_json, full_shape, hash_json, shape_of, type_hints
-from .tools import (
-    CALLS_SHAPE,
-    TOOLS_SHAPE,
-    Approve,
-    Decision,
-    Tool,
-    ToolCall,
-    check_approve,
-    decide,
-    tool_list,
-    tool_path,
-)
+from .tools import CALLS_SHAPE, TOOLS_SHAPE, Tool, ToolCall, tool_list
 
 __all__ = ["TUTOR", "Field", "Program", "canonical_json", "check_fields", "hash_json", "load_programs", "shape_of"]
 
@@ -72,7 +62,7 @@ class Program:
         defaults: `(name, value)` pairs for the inputs that may be left out.
         tools: The tools the model may call (plain functions are tools of unknown effects). With
             tools, functai's signature gains the `tools` input and the `calls` output.
-        approve: Which tool calls ask first (`store.tools.check_approve`): None, `"changes"`,
+        approve: Which tool calls ask first (`store.approvals.check_approve`): None, `"changes"`,
             `"all"`, names and paths, or a function answering in place of a person.
 
     Raises:
@@ -209,7 +199,7 @@ class Program:
         return next((t for t in self.tools if t.name == name), None)
 
     def decide(self, call: ToolCall) -> Decision:
-        """What `call` needs before it runs under the program's `approve` rule (`store.tools.decide`)."""
+        """What `call` needs before it runs under the program's `approve` rule (`store.approvals.decide`)."""
         known = self.tool(call.name)
         effects = known.effects if known is not None else "reads"  # an unknown tool runs nothing
         return decide(self.approve, name=call.name, effects=effects, path=tool_path(self.name, call.name))

@@ -1,13 +1,11 @@
-"""Tools a program's model may call, and the `approve` rules that ask a person first.
+"""Tools a program's model may call: their definitions, their input checks, their results as text.
 
 A `Tool` is a typed Python function described as functai 1.2.0 describes it (`functai.engine.tool_spec`):
 its name, its docstring, and a JSON Schema of its parameters. It says what it does to the world:
 `effects="reads"` (it only looks), `"changes"` (it writes, sends or pays) or nothing, which every
 approval rule treats as `"changes"`, so forgetting to declare is safe. A tool's result reaches the
 model as text, made from its return value as functai makes it.
-
-`approve` is a rule (`"changes"`, `"all"`, a list of tool names and approval paths) or a function
-that answers in place of a person; `decide` says, purely, what a given call needs before it runs.
+The `approve` rules that ask before a tool runs are in `store.approvals`.
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ import enum
 import inspect
 import json
 import re
-import typing
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, NoReturn, TypeAlias, overload
 
@@ -31,30 +28,19 @@ from .shape import full_shape, type_hints
 __all__ = [
     "CALLS_SHAPE",
     "EFFECTS",
-    "RULES",
     "TOOLS_SHAPE",
-    "Approve",
-    "Decision",
     "Effects",
     "Tool",
     "ToolCall",
-    "asks",
-    "check_approve",
-    "decide",
     "result_text",
     "tool",
     "tool_list",
-    "tool_path",
     "unknown_tool_text",
 ]
 
 Effects: TypeAlias = Literal["reads", "changes"] | None
-Approve: TypeAlias = Literal["changes", "all"] | tuple[str, ...] | Callable[[Any], Any] | None
-Decision: TypeAlias = Literal["run", "person", "function"]
-"""What a tool call needs before it runs: nothing, a person's answer, or the `approve` function's."""
 
 EFFECTS = ("reads", "changes")
-RULES = ("changes", "all")
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # what OpenAI and Anthropic both accept as a tool's name
 
 TOOLS_SHAPE: dict[str, Any] = {
@@ -334,55 +320,3 @@ def _json_form(value: Any) -> Any:
 def unknown_tool_text(name: str) -> str:
     """What the model is shown when it calls a tool the program does not have (functai's words)."""
     return f"error: there is no tool named {name!r}"
-
-
-# ------------------------------------------------------------------ approve
-
-
-def check_approve(value: Any) -> Approve:
-    """Return an `approve` setting in its kept form, or raise `program-invalid`.
-
-    functai accepts None (no approval), a function (asked in place of a person), `"changes"`,
-    `"all"`, or a list, tuple or set of non-empty tool names and approval paths (kept as a tuple;
-    a set sorted).
-    """
-    if value is None or callable(value):
-        return value  # type: ignore[no-any-return]
-    if isinstance(value, str):
-        if value in RULES:
-            return typing.cast(Approve, value)
-    elif isinstance(value, list | tuple | set | frozenset) and all(isinstance(v, str) and v for v in value):
-        return tuple(sorted(value)) if isinstance(value, set | frozenset) else tuple(value)
-    _invalid(f"approve is a function, 'changes', 'all', or a list of tool names and paths, not {value!r}")
-
-
-def tool_path(program: str, tool_name: str) -> str:
-    """A call's approval path: the program's name, then the tool's (`gardener/write_note`)."""
-    return f"{program}/{tool_name}"
-
-
-def asks(approve: Approve, *, name: str, effects: Effects, path: str) -> bool:
-    """Whether `approve` asks about a call, exactly as functai's rule reads.
-
-    `"changes"` (and a function, which is asked what `"changes"` asks) asks about a tool that
-    changes things or says nothing; `"all"` about every call; a list about a tool it names, or
-    whose path it holds or ends with `/<entry>`. None asks about nothing.
-    """
-    if approve is None:
-        return False
-    if callable(approve) or approve == "changes":
-        return effects != "reads"
-    if approve == "all":
-        return True
-    return any(entry in (name, path) or path.endswith("/" + entry) for entry in approve)
-
-
-def decide(approve: Approve, *, name: str, effects: Effects, path: str) -> Decision:
-    """What a call needs before it runs: `run` at once, a `person`'s answer, or the `function`'s.
-
-    Pass the effects of the tool called; a call of a tool the program does not have runs nothing,
-    so it counts as `"reads"` (functai's rule).
-    """
-    if not asks(approve, name=name, effects=effects, path=path):
-        return "run"
-    return "function" if callable(approve) else "person"

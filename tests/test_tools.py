@@ -21,8 +21,9 @@ from functai.engine import run_tool, tool_spec
 
 import threadline
 from core.errors import ErrorCode, ThreadlineError
+from store.approvals import asks, check_approve, decide
 from store.program import Program, load_programs
-from store.tools import CALLS_SHAPE, TOOLS_SHAPE, Effects, Tool, ToolCall, asks, check_approve, decide, result_text
+from store.tools import CALLS_SHAPE, TOOLS_SHAPE, Effects, Tool, ToolCall, result_text
 from tests import tool_programs
 
 

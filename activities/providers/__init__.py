@@ -93,8 +93,7 @@ def build_providers(
         env: Where keys and base URLs are read (default: the process environment).
 
     Raises:
-        ThreadlineError: `invalid-request` for an `ANTHROPIC_MAX_TOKENS` that is not a positive whole number,
-            or an `OPENAI_STREAM` or `ANTHROPIC_STREAM` that is not true or false.
+        ThreadlineError: `invalid-request` for an `ANTHROPIC_MAX_TOKENS` or `*_STREAM` it cannot read.
     """
     env = os.environ if env is None else env
     providers: dict[str, Provider] = {"offline": OfflineModel(delay=settings.offline_delay_s)}
