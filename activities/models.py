@@ -4,6 +4,11 @@ A provider turns a `ModelRequest` into a `ModelReply`, calling `on_text` with ea
 text as it arrives. Providers are chosen by the model string's prefix (`offline`,
 `openai:gpt-4o-mini`, ...); keys and base URLs are the provider's own business and never
 appear in a request, a reply, a record or a log line.
+
+A program with tools offers them in every request. A reply then either answers (`stop` is
+`answered`, the outputs are there) or asks for tool calls (`stop` is `tools`, `calls` holds them);
+the caller runs them and asks again with the assistant's calls and a `tool` message per result
+after the user's message (`build_request(..., steps=...)`).
 """
 
 from __future__ import annotations
@@ -16,16 +21,23 @@ from typing import Any, Literal, Protocol
 
 from core.errors import ErrorCode, ThreadlineError
 from store.program import Program
+from store.tools import ToolCall
 
 TextSink = Callable[[str], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One earlier message of the conversation as the model sees it."""
+    """One message of the conversation as the model sees it.
 
-    role: Literal["user", "assistant"]
+    An assistant message may carry the tool `calls` it asked for (its content is then what it said
+    beside them, often nothing); a `tool` message carries one call's result, `call_id` naming it.
+    """
+
+    role: Literal["user", "assistant", "tool"]
     content: str
+    calls: tuple[ToolCall, ...] = ()
+    call_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,15 +51,25 @@ class ModelRequest:
     messages: tuple[Message, ...]
     outputs: tuple[Mapping[str, Any], ...]
     """The program's output fields (`{name, direction, purpose, shape}`), for structured outputs."""
+    tools: tuple[Mapping[str, Any], ...] = ()
+    """The tools offered, each `{name, description, parameters}` (what functai's `tools` input holds)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ModelReply:
-    """What a provider answered: the outputs by name, the model that answered, token usage."""
+    """What a provider answered: the outputs by name, the model that answered, token usage.
+
+    When the model asks for tools instead of answering, `stop` is `tools`, `calls` holds its calls
+    in order and `outputs` is empty. `text` is the text the model wrote (beside its calls: what it
+    said, to send back as it was); an answer given through Anthropic's `answer` tool is not in it.
+    """
 
     outputs: dict[str, Any]
     model: str
     usage: dict[str, int] = field(default_factory=dict)
+    calls: tuple[ToolCall, ...] = ()
+    stop: Literal["answered", "tools"] = "answered"
+    text: str = ""
 
 
 class Provider(Protocol):
@@ -76,18 +98,25 @@ def build_request(
     *,
     model: str,
     sections: Sequence[str] = (),
+    steps: Sequence[Message] = (),
 ) -> ModelRequest:
     """The request for a turn: the instruction (and its sections, such as a summary of turns not
-    shown), the earlier turns shown as user/assistant pairs, then the new inputs."""
+    shown), the earlier turns shown as user/assistant pairs, then the new inputs, then `steps`
+    (this turn's tool calls and their results so far). The program's tools are offered."""
     messages: list[Message] = []
     for exchange in exchanges:
         messages.append(Message("user", render_values(exchange.get("inputs") or {})))
         messages.append(Message("assistant", render_values(exchange.get("outputs") or {})))
     messages.append(Message("user", render_values(inputs)))
-    outputs = tuple(f for f in program.field_records() if f["direction"] == "output")
+    outputs = tuple(f for f in program.field_records() if f["direction"] == "output" and f["purpose"] == "plain")
     instruction = "\n\n".join([program.instruction, *sections])
     return ModelRequest(
-        model=model, program=program.name, instruction=instruction, messages=tuple(messages), outputs=outputs
+        model=model,
+        program=program.name,
+        instruction=instruction,
+        messages=(*messages, *steps),
+        outputs=outputs,
+        tools=tuple(t.spec for t in program.tools),
     )
 
 
@@ -142,17 +171,30 @@ class OfflineModel:
 
     Its text says what it was asked and how many earlier turns it was shown, so a conversation
     visibly remembers. `delay` seconds per reply are spent streaming the text in pieces.
+
+    With tools it makes one round of calls, so tool turns run with no network too. If tools are
+    offered and no `tool` message follows the last user message, it asks for each offered tool
+    once, in order (ids `offline_1`, `offline_2`, ...), each input holding the tool's required
+    parameters sampled from their shapes: text takes the user's message, numbers the count of
+    earlier turns, a choice its first option. Once results follow the last user message, it
+    answers, quoting each result (`Tools said: read_note: ...`).
     """
 
     def __init__(self, *, delay: float = 0.0) -> None:
         self.delay = delay
 
     async def complete(self, request: ModelRequest, on_text: TextSink | None = None) -> ModelReply:
-        """Answer `request` after `delay` seconds, streaming word by word."""
-        earlier = (len(request.messages) - 1) // 2
-        asked = request.messages[-1].content if request.messages else ""
+        """Answer `request` (or ask for its tools) after `delay` seconds, streaming word by word."""
+        last = max((i for i, m in enumerate(request.messages) if m.role == "user"), default=-1)
+        asked = request.messages[last].content if last >= 0 else ""
+        earlier = max(last, 0) // 2
+        results = [m for m in request.messages[last + 1 :] if m.role == "tool"]
+        if request.tools and not results:
+            return await self._ask_tools(request, asked, earlier)
         said = asked.strip()[:200].rstrip(".")
         text = f"(offline) You said: {said}. I was shown {earlier} earlier turn(s)."
+        if results:
+            text += " Tools said: " + "; ".join(_quote(request.messages, m) for m in results) + "."
         words = text.split(" ")
         pause = self.delay / len(words)
         for i, word in enumerate(words):
@@ -161,6 +203,28 @@ class OfflineModel:
             if on_text is not None:
                 await on_text(word if i == 0 else " " + word)
         outputs = {f["name"]: _sample(f["shape"], text, earlier) for f in request.outputs}
-        prompt = sum(len(m.content.split()) for m in request.messages) + len(request.instruction.split())
-        usage = {"input_tokens": prompt, "output_tokens": len(words), "total_tokens": prompt + len(words)}
-        return ModelReply(outputs=outputs, model="offline", usage=usage)
+        return ModelReply(outputs=outputs, model="offline", usage=_usage(request, len(words)), text=text)
+
+    async def _ask_tools(self, request: ModelRequest, asked: str, earlier: int) -> ModelReply:
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        calls = tuple(
+            ToolCall(f"offline_{i}", str(t["name"]), _tool_input(t.get("parameters") or {}, asked, earlier))
+            for i, t in enumerate(request.tools, start=1)
+        )
+        return ModelReply(outputs={}, model="offline", usage=_usage(request, len(calls)), calls=calls, stop="tools")
+
+
+def _tool_input(parameters: Mapping[str, Any], text: str, count: int) -> dict[str, Any]:
+    properties = parameters.get("properties") or {}
+    return {name: _sample(properties[name], text, count) for name in parameters.get("required") or ()}
+
+
+def _quote(messages: Sequence[Message], result: Message) -> str:
+    names = {c.id: c.name for m in messages for c in m.calls}
+    return f"{names.get(result.call_id, result.call_id)}: {result.content.strip()[:200]}"
+
+
+def _usage(request: ModelRequest, written: int) -> dict[str, int]:
+    prompt = sum(len(m.content.split()) for m in request.messages) + len(request.instruction.split())
+    return {"input_tokens": prompt, "output_tokens": written, "total_tokens": prompt + written}

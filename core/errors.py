@@ -31,6 +31,7 @@ class ErrorCode(StrEnum):
     PROVIDER_REJECTED = "provider-rejected"
     PROVIDER_UNAVAILABLE = "provider-unavailable"
     PARSE_FAILED = "parse-failed"
+    TOOL_INPUT_INVALID = "tool-input-invalid"
     SERVER_UNAVAILABLE = "server-unavailable"
     UNAUTHORIZED = "unauthorized"
     FORBIDDEN = "forbidden"

@@ -14,22 +14,25 @@ import importlib
 import inspect
 import re
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import pydantic
 
 from core.errors import ErrorCode, ThreadlineError
 
+from .approvals import Approve, Decision, check_approve, decide, tool_path
+from .fields import check_fields
 from .shape import UNIONS, canonical_json, full_shape, hash_json, shape_of, type_hints
+from .tools import CALLS_SHAPE, TOOLS_SHAPE, Tool, ToolCall, tool_list
 
 __all__ = ["TUTOR", "Field", "Program", "canonical_json", "check_fields", "hash_json", "load_programs", "shape_of"]
 
 FORMAT = 1
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ANSWER_NAMES = ("result", "output", "answer")
-_ADDED_PURPOSES = frozenset({"reasoning", "tools.calls"})
+_TOOLS_INPUT = ("tools", "calls")  # with tools, functai keeps these names for the tool definitions and calls
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,9 +60,13 @@ class Program:
         outputs: `(name, Python type)` pairs, in order; the last is the answer.
         module: The code module the `program` record names.
         defaults: `(name, value)` pairs for the inputs that may be left out.
+        tools: The tools the model may call (plain functions are tools of unknown effects). With
+            tools, functai's signature gains the `tools` input and the `calls` output.
+        approve: Which tool calls ask first (`store.approvals.check_approve`): None, `"changes"`,
+            `"all"`, names and paths, or a function answering in place of a person.
 
     Raises:
-        ThreadlineError: `program-invalid` for a bad name, type or default.
+        ThreadlineError: `program-invalid` for a bad name, type, default, tool or approve rule.
     """
 
     name: str
@@ -68,8 +75,12 @@ class Program:
     outputs: tuple[tuple[str, Any], ...]
     module: str = "threadline"
     defaults: tuple[tuple[str, Any], ...] = ()
+    tools: tuple[Tool, ...] = ()
+    approve: Approve = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "tools", tool_list(self.tools))
+        object.__setattr__(self, "approve", check_approve(self.approve))
         problem = _definition_problem(self)
         if problem:
             raise ThreadlineError(ErrorCode.PROGRAM_INVALID, f"program {self.name!r}: {problem}; fix its definition")
@@ -80,14 +91,46 @@ class Program:
         """Build a program from mappings of field names to Python types (the answer last)."""
         return cls(name, instruction, tuple(inputs.items()), tuple(outputs.items()))
 
+    @overload
     @classmethod
-    def from_function(cls, fn: Callable[..., Any], *, module: str = "threadline") -> Program:
+    def from_function(
+        cls,
+        fn: Callable[..., Any],
+        *,
+        module: str = ...,
+        tools: Iterable[Tool | Callable[..., Any]] = ...,
+        approve: Any = ...,
+    ) -> Program: ...
+
+    @overload
+    @classmethod
+    def from_function(
+        cls,
+        fn: None = None,
+        *,
+        module: str = ...,
+        tools: Iterable[Tool | Callable[..., Any]] = ...,
+        approve: Any = ...,
+    ) -> Callable[[Callable[..., Any]], Program]: ...
+
+    @classmethod
+    def from_function(
+        cls,
+        fn: Callable[..., Any] | None = None,
+        *,
+        module: str = "threadline",
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        approve: Any = None,
+    ) -> Program | Callable[[Callable[..., Any]], Program]:
         """Build a program from a typed function, reading it as functai's `@ai` does.
 
         The docstring is the instruction and the parameters are the inputs (`x: T = None` is
         `T | None`). The return type is one output named `result` (`output`, then `answer`, when an
         input has that name), whatever it is: a pydantic model or dataclass is one object output.
+        Without `fn` it is a decorator with those settings (`@threadline.program(tools=[...])`).
         """
+        if fn is None:
+            return lambda f: cls.from_function(f, module=module, tools=tools, approve=approve)
         hints = type_hints(fn, extras=True)
         params = inspect.signature(fn).parameters
         inputs = tuple((name, _input_type(p, hints.get(name, str))) for name, p in params.items())
@@ -95,12 +138,14 @@ class Program:
         answer = next((n for n in _ANSWER_NAMES if n not in params), _ANSWER_NAMES[0])
         output = hints["return"] if _is_type_hint(hints.get("return")) else str
         doc = inspect.cleandoc(fn.__doc__ or "")
-        return cls(fn.__name__, doc, inputs, ((answer, output),), module=module, defaults=defaults)
+        settings = {"module": module, "defaults": defaults, "tools": tuple(tools), "approve": approve}
+        return cls(fn.__name__, doc, inputs, ((answer, output),), **settings)
 
     @cached_property
     def _fields(self) -> tuple[Field, ...]:
         ins = [Field(name=n, direction="input", shape=shape_of(tp)) for n, tp in self.inputs]
-        return (*ins, *(Field(name=n, direction="output", shape=shape_of(tp)) for n, tp in self.outputs))
+        calls = [Field(name="calls", direction="output", purpose="tools.calls", shape=CALLS_SHAPE)] * bool(self.tools)
+        return (*ins, *calls, *(Field(name=n, direction="output", shape=shape_of(tp)) for n, tp in self.outputs))
 
     @cached_property
     def _adapters(self) -> dict[str, pydantic.TypeAdapter[Any]]:
@@ -125,8 +170,14 @@ class Program:
 
     @cached_property
     def signature(self) -> str:
-        """The type-name-free signature fingerprint (format-1.md 3.2): functai's for the same fields."""
-        return hash_json([{**f.as_record(), "type": ""} for f in self._fields])
+        """The type-name-free signature fingerprint (format-1.md 3.2): functai's for the same fields.
+
+        With tools it counts the `tools` input, which `fields` leave out, after the other inputs.
+        """
+        fields = list(self._fields)
+        if self.tools:
+            fields.insert(len(self.inputs), Field(name="tools", direction="input", purpose="tools", shape=TOOLS_SHAPE))
+        return hash_json([{**f.as_record(), "type": ""} for f in fields])
 
     @property
     def answer(self) -> str:
@@ -135,15 +186,23 @@ class Program:
 
     @cached_property
     def version(self) -> str:
-        """Threadline's own key for this program; it never tries to equal functai's."""
-        return hash_json(
-            {
-                "threadline_program": 1,
-                "name": self.name,
-                "fields": self.field_records(),
-                "instruction": self.instruction,
-            }
-        )
+        """Threadline's own key for this program; it never tries to equal functai's.
+
+        The tools the model is told of count in it, as they count in functai's.
+        """
+        described = {"name": self.name, "fields": self.field_records(), "instruction": self.instruction}
+        tools = {"tools": [t.spec for t in self.tools]} if self.tools else {}
+        return hash_json({"threadline_program": 1, **described, **tools})
+
+    def tool(self, name: str) -> Tool | None:
+        """The tool the model calls `name`, or None when the program has no such tool."""
+        return next((t for t in self.tools if t.name == name), None)
+
+    def decide(self, call: ToolCall) -> Decision:
+        """What `call` needs before it runs under the program's `approve` rule (`store.approvals.decide`)."""
+        known = self.tool(call.name)
+        effects = known.effects if known is not None else "reads"  # an unknown tool runs nothing
+        return decide(self.approve, name=call.name, effects=effects, path=tool_path(self.name, call.name))
 
     @property
     def interface(self) -> dict[str, Any]:
@@ -204,11 +263,13 @@ class Program:
 
 
 def _definition_problem(program: Program) -> str | None:
-    names = [n for n, _ in program.inputs + program.outputs]
+    names = [n for n, _ in program.inputs + program.outputs] + (["calls"] if program.tools else [])
     bad = [n for n in names if not _NAME.fullmatch(n)]
     outside = [f.name for f in program.fields if not set(_refs(f.shape)) <= set(f.shape.get("$defs", {}))]
+    reserved = [n for n, _ in program.inputs if n in _TOOLS_INPUT] if program.tools else []
     checks = [
         (not program.name, "its name is empty"),
+        (bool(reserved), f"with tools, the input name {(reserved or [''])[0]!r} is reserved for them"),
         (bool(bad), f"{(bad or [''])[0]!r} is not a field name"),
         (not program.outputs, "it has no output"),
         (len(set(names)) != len(names), "two of its fields have one name"),
@@ -248,50 +309,6 @@ def _input_type(param: inspect.Parameter, tp: Any) -> Any:
     if param.kind is inspect.Parameter.VAR_POSITIONAL:
         return list[tp]
     return dict[str, tp] if param.kind is inspect.Parameter.VAR_KEYWORD else tp
-
-
-# ------------------------------------------------------------------ the conversation-signature check
-
-
-def check_fields(
-    current: list[dict[str, Any]],
-    recorded_programs: Iterable[Mapping[str, Any]],
-    *,
-    earlier_without: Sequence[str] = (),
-    program_name: str = "",
-) -> None:
-    """Raise `conversation-signature` if the `current` fields differ from a recorded program's.
-
-    Fields are compared by name, as canonical JSON of the whole field object (format-1.md 3.4 item 2,
-    4.9); the caller picks the `program` records of the earlier turns that apply. A new field is
-    allowed only when its purpose is `reasoning` or `tools.calls` and `earlier_without` names it.
-    """
-    now = _by_name(current)
-    for program in recorded_programs:
-        was = _by_name(program.get("fields") or [])
-        changed = sorted(n for n in was.keys() & now.keys() if canonical_json(was[n]) != canonical_json(now[n]))
-        gone = sorted(was.keys() - now.keys())
-        new = sorted(
-            n
-            for n in now.keys() - was.keys()
-            if now[n].get("purpose") not in _ADDED_PURPOSES or n not in earlier_without
-        )
-        if changed or gone or new:
-            parts = [f"{', '.join(changed)} changed"] if changed else []
-            parts += [f"{', '.join(gone)} is no longer one of its fields"] if gone else []
-            parts += [f"{', '.join(new)} is new"] if new else []
-            who = program_name or "the program"
-            message = f"{who}: earlier turns had other fields ({'; '.join(parts)}); start a new conversation"
-            raise ThreadlineError(ErrorCode.CONVERSATION_SIGNATURE, message, changed=changed, gone=gone, new=new)
-
-
-def _by_name(fields: Iterable[Any]) -> dict[str, Mapping[str, Any]]:
-    out: dict[str, Mapping[str, Any]] = {}
-    for field in fields:
-        if not (isinstance(field, Mapping) and isinstance(field.get("name"), str)):
-            raise ThreadlineError(ErrorCode.RECORD_INVALID, "a program record's field has no name; repair the log")
-        out[field["name"]] = field
-    return out
 
 
 def load_programs(modules: Iterable[str]) -> dict[str, Program]:

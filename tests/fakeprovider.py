@@ -3,7 +3,9 @@
 `/v1/chat/completions` answers as Chat Completions and `/v1/messages` as Anthropic Messages,
 streamed (SSE over chunked transfer) when the request asks for `stream`, whole otherwise. Each
 request takes the next scripted `Reply` or `Failure` (an unscripted one gets a 500), and every
-request is kept in `requests`. The server runs its own event loop in a thread, so sync tests,
+request is kept in `requests` with its body. A `Reply` with `calls` asks for tools in the wire
+format's own way (`tool_calls` whose arguments stream in `chunks` fragments each; `tool_use`
+blocks with `input_json_delta` fragments). The server runs its own event loop in a thread, so sync tests,
 async tests and worker subprocesses can all call it::
 
     with FakeProvider() as fake:
@@ -28,12 +30,29 @@ _ERROR_KINDS = {400: "invalid_request_error", 401: "authentication_error", 429: 
 
 
 @dataclass(frozen=True, slots=True)
+class Call:
+    """A tool call a reply asks for; `arguments` replaces the input's JSON text (to send a broken one)."""
+
+    id: str
+    name: str
+    input: dict[str, Any] | None = None
+    arguments: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The input as JSON text, as the wire carries it."""
+        return self.arguments if self.arguments is not None else json.dumps(self.input or {}, ensure_ascii=False)
+
+
+@dataclass(frozen=True, slots=True)
 class Reply:
-    """A successful answer, streamed in `chunks` pieces."""
+    """A successful answer, streamed in `chunks` pieces (and each call's input in `chunks` pieces too)."""
 
     text: str = ""
     outputs: dict[str, Any] | None = None
     """Structured outputs: the reply's JSON text (OpenAI) or the forced tool's input (Anthropic)."""
+    calls: tuple[Call, ...] = ()
+    """Tool calls asked for after the text (leave `outputs` out: a reply that calls tools answers nothing)."""
     chunks: int = 3
     delay: float = 0.0
     """Seconds to wait before each stream event."""
@@ -209,7 +228,12 @@ def _openai_events(item: Reply, body: dict[str, Any]) -> list[str]:
 
     events = [chunk(choices=choice({"role": "assistant", "content": ""}))]
     events += [chunk(choices=choice({"content": piece})) for piece in _pieces(_content(item), item.chunks)]
-    events.append(chunk(choices=choice({}, "stop")))
+    for i, call in enumerate(item.calls):
+        start = {"index": i, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
+        events.append(chunk(choices=choice({"tool_calls": [start]})))
+        for piece in _pieces(call.text, item.chunks):
+            events.append(chunk(choices=choice({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})))
+    events.append(chunk(choices=choice({}, "tool_calls" if item.calls else "stop")))
     if (body.get("stream_options") or {}).get("include_usage"):
         events.append(chunk(choices=[], usage=_openai_usage(item)))
     return [*events, "data: [DONE]\n\n"]
@@ -221,34 +245,51 @@ def _openai_usage(item: Reply) -> dict[str, int]:
 
 
 def _openai_completion(item: Reply, body: dict[str, Any]) -> dict[str, Any]:
-    message = {"role": "assistant", "content": _content(item)}
+    message: dict[str, Any] = {"role": "assistant", "content": _content(item) or None}
+    if item.calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.text}} for c in item.calls
+        ]
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
         "created": 0,
         "model": item.model,
-        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if item.calls else "stop"}],
         "usage": _openai_usage(item),
     }
 
 
-def _anthropic_block(item: Reply, body: dict[str, Any]) -> dict[str, Any]:
-    if item.outputs is None:
-        return {"type": "text", "text": ""}
-    name = (body.get("tool_choice") or {}).get("name", "answer")
-    return {"type": "tool_use", "id": "toolu_fake", "name": name, "input": {}}
+def _answer_tool(body: dict[str, Any]) -> str:
+    # the forced tool, or (with tool_choice any) the last one offered, which is where the outputs go
+    return str((body.get("tool_choice") or {}).get("name") or (body.get("tools") or [{"name": "answer"}])[-1]["name"])
+
+
+def _anthropic_blocks(item: Reply, body: dict[str, Any]) -> list[tuple[dict[str, Any], str, str]]:
+    """Each content block as it starts, its delta type and its whole text."""
+    blocks: list[tuple[dict[str, Any], str, str]] = []
+    if item.outputs is not None:
+        start = {"type": "tool_use", "id": "toolu_fake", "name": _answer_tool(body), "input": {}}
+        blocks.append((start, "input_json_delta", _content(item)))
+    elif item.text or not item.calls:
+        blocks.append(({"type": "text", "text": ""}, "text_delta", item.text))
+    for call in item.calls:
+        start = {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}
+        blocks.append((start, "input_json_delta", call.text))
+    return blocks
 
 
 def _anthropic_message(item: Reply, body: dict[str, Any]) -> dict[str, Any]:
-    block = _anthropic_block(item, body)
-    block = {**block, "text": item.text} if item.outputs is None else {**block, "input": item.outputs}
+    content = []
+    for start, kind, text in _anthropic_blocks(item, body):
+        content.append({**start, "text": text} if kind == "text_delta" else {**start, "input": json.loads(text)})
     return {
         "id": "msg_fake",
         "type": "message",
         "role": "assistant",
         "model": item.model,
-        "content": [block],
-        "stop_reason": "end_turn" if item.outputs is None else "tool_use",
+        "content": content,
+        "stop_reason": "end_turn" if item.outputs is None and not item.calls else "tool_use",
         "usage": {"input_tokens": item.input_tokens, "output_tokens": item.output_tokens},
     }
 
@@ -259,13 +300,14 @@ def _anthropic_events(item: Reply, body: dict[str, Any]) -> list[str]:
 
     message = {**_anthropic_message(item, body), "content": [], "stop_reason": None}
     message["usage"] = {"input_tokens": item.input_tokens, "output_tokens": 1}
-    delta = {"type": "text_delta"} if item.outputs is None else {"type": "input_json_delta"}
-    key = "text" if item.outputs is None else "partial_json"
-    events = [event("message_start", message=message)]
-    events += [event("content_block_start", index=0, content_block=_anthropic_block(item, body)), event("ping")]
-    pieces = _pieces(_content(item), item.chunks)
-    events += [event("content_block_delta", index=0, delta={**delta, key: piece}) for piece in pieces]
+    events = [event("message_start", message=message), event("ping")]
+    for index, (start, kind, text) in enumerate(_anthropic_blocks(item, body)):
+        key = "text" if kind == "text_delta" else "partial_json"
+        events.append(event("content_block_start", index=index, content_block=start))
+        pieces = _pieces(text, item.chunks)
+        events += [event("content_block_delta", index=index, delta={"type": kind, key: p}) for p in pieces]
+        events.append(event("content_block_stop", index=index))
     usage = {"output_tokens": item.output_tokens}
-    stop = {"stop_reason": "end_turn" if item.outputs is None else "tool_use", "stop_sequence": None}
-    events += [event("content_block_stop", index=0), event("message_delta", delta=stop, usage=usage)]
+    stop = {"stop_reason": _anthropic_message(item, body)["stop_reason"], "stop_sequence": None}
+    events.append(event("message_delta", delta=stop, usage=usage))
     return [*events, event("message_stop")]

@@ -10,6 +10,7 @@ from core.errors import ErrorCode, ThreadlineError
 from core.models import ContextRule, TurnOutcome
 from core.settings import Settings
 from store.program import Program
+from store.tools import Tool, tool
 
 from .client import Conversation, Piece, Threadline, TurnHandle, connect
 from .reading import Turn
@@ -17,7 +18,8 @@ from .reading import Turn
 # `@threadline.program` over a typed function makes it a program: its docstring is the
 # instruction, its parameters the inputs, its return type the `result` output, with the fields and
 # signature functai gives the same function. Workers register the programs of the modules named
-# in THREADLINE_PROGRAMS.
+# in THREADLINE_PROGRAMS. `@threadline.program(tools=[...], approve=...)` gives the model tools.
+# `@threadline.tool` or `@threadline.tool(effects="reads")` makes a typed function a tool.
 program = Program.from_function
 
 __all__ = [
@@ -29,9 +31,11 @@ __all__ = [
     "Settings",
     "Threadline",
     "ThreadlineError",
+    "Tool",
     "Turn",
     "TurnHandle",
     "TurnOutcome",
     "connect",
     "program",
+    "tool",
 ]

@@ -3,7 +3,8 @@
 `build_providers` gives the offline model always, `openai` when `OPENAI_API_KEY` or
 `OPENAI_BASE_URL` is set (a base URL alone serves a local server with no key), and `anthropic`
 when `ANTHROPIC_API_KEY` is set. Keys stay in the providers' request headers: never in a
-request, a reply, a record, an error or a log line.
+request, a reply, a record, an error or a log line. `OPENAI_STREAM=false` (or
+`ANTHROPIC_STREAM=false`) asks for whole replies, for servers that cannot stream tool calls.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from activities.models import ModelRequest, OfflineModel, Provider, split_model
+from activities.models import Message, ModelRequest, OfflineModel, Provider, split_model
 from core.errors import ErrorCode, ThreadlineError
 
 from ._http import MAX_RETRY_AFTER, RETRYABLE_STATUSES, provider_error, retry_after
@@ -53,16 +54,27 @@ class ProviderSettings(Protocol):
 def request_body(model: str, request: ModelRequest, *, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The JSON body the provider of `model` would be sent for `request` (what `render` shows)."""
     prefix, _ = split_model(model)
+    env = os.environ if env is None else env
     if prefix == "openai":
-        return chat_body(request)
+        return chat_body(request, stream=_stream(env, "OPENAI_STREAM"))
     if prefix == "anthropic":
-        return messages_body(request, max_tokens=_max_tokens(os.environ if env is None else env))
-    return {
+        return messages_body(request, max_tokens=_max_tokens(env), stream=_stream(env, "ANTHROPIC_STREAM"))
+    body = {
         "model": request.model,
         "instruction": request.instruction,
-        "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+        "messages": [_offline_message(m) for m in request.messages],
         "outputs": [dict(f) for f in request.outputs],
     }
+    return {**body, "tools": [dict(t) for t in request.tools]} if request.tools else body
+
+
+def _offline_message(message: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.calls:
+        out["calls"] = [c.as_json() for c in message.calls]
+    if message.call_id:
+        out["call_id"] = message.call_id
+    return out
 
 
 def new_http_client() -> httpx.AsyncClient:
@@ -81,13 +93,15 @@ def build_providers(
         env: Where keys and base URLs are read (default: the process environment).
 
     Raises:
-        ThreadlineError: `invalid-request` for an `ANTHROPIC_MAX_TOKENS` that is not a positive whole number.
+        ThreadlineError: `invalid-request` for an `ANTHROPIC_MAX_TOKENS` or `*_STREAM` it cannot read.
     """
     env = os.environ if env is None else env
     providers: dict[str, Provider] = {"offline": OfflineModel(delay=settings.offline_delay_s)}
     openai_key, openai_url = env.get("OPENAI_API_KEY") or None, env.get("OPENAI_BASE_URL") or None
     if openai_key or openai_url:
-        providers["openai"] = OpenAIProvider(client, base_url=openai_url or OPENAI_BASE_URL, api_key=openai_key)
+        providers["openai"] = OpenAIProvider(
+            client, base_url=openai_url or OPENAI_BASE_URL, api_key=openai_key, stream=_stream(env, "OPENAI_STREAM")
+        )
     anthropic_key = env.get("ANTHROPIC_API_KEY") or None
     if anthropic_key:
         providers["anthropic"] = AnthropicProvider(
@@ -95,6 +109,7 @@ def build_providers(
             base_url=env.get("ANTHROPIC_BASE_URL") or ANTHROPIC_BASE_URL,
             api_key=anthropic_key,
             max_tokens=_max_tokens(env),
+            stream=_stream(env, "ANTHROPIC_STREAM"),
         )
     return providers
 
@@ -107,3 +122,11 @@ def _max_tokens(env: Mapping[str, str]) -> int:
         message = f"ANTHROPIC_MAX_TOKENS={raw!r} is not a positive whole number; set it like ANTHROPIC_MAX_TOKENS=4096"
         raise ThreadlineError(ErrorCode.INVALID_REQUEST, message)
     return int(raw)
+
+
+def _stream(env: Mapping[str, str], name: str) -> bool:
+    raw = (env.get(name) or "true").strip().lower()
+    if raw not in ("true", "false", "1", "0"):
+        message = f"{name}={raw!r} is not true or false; set it like {name}=false"
+        raise ThreadlineError(ErrorCode.INVALID_REQUEST, message)
+    return raw in ("true", "1")

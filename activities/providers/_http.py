@@ -1,5 +1,8 @@
 """What the HTTP providers share: one map from failures to coded errors, Retry-After, SSE, replies.
 
+A reply comes streamed (server-sent events) or whole (one JSON body, for servers that cannot
+stream tool calls); either way it fills one `Collected`, which makes the `ModelReply`.
+
 Temporal owns retries, so nothing here retries: a failure becomes a `ThreadlineError` that is
 `retryable` (the activity raises it and Temporal tries again, after `details["retry_after"]`
 seconds when the provider said so) or not (the turn fails). Messages name the provider and the
@@ -23,6 +26,8 @@ import pydantic
 
 from activities.models import ModelReply, TextSink
 from core.errors import ErrorCode, ThreadlineError
+
+from ._calls import PendingCalls
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 """Statuses worth trying again besides 5xx: timeout, conflict, rate limit."""
@@ -147,6 +152,23 @@ async def post_events(
         raise provider_error(provider, err) from err
 
 
+async def post_json(client: httpx.AsyncClient, request: httpx.Request, *, provider: str) -> Any:
+    """Send `request` and return its whole JSON response, mapping every failure as `post_events` does."""
+    try:
+        response = await client.send(request)
+    except httpx.HTTPError as err:
+        raise provider_error(provider, err) from err
+    if not response.is_success:
+        raise provider_error(
+            provider, response.status_code, headers=response.headers, reason=error_reason(response.content)
+        )
+    try:
+        return response.json()
+    except ValueError:
+        message = f"{provider} sent a response that is not JSON; the call will be retried"
+        raise ThreadlineError(ErrorCode.PROVIDER_UNAVAILABLE, message, retryable=True) from None
+
+
 async def read_events(chunks: AsyncIterable[bytes]) -> AsyncIterator[Event]:
     """The events of an SSE byte stream; comments and unknown fields are skipped."""
     name = ""
@@ -232,7 +254,8 @@ def parse_outputs(text: str, outputs: Sequence[Mapping[str, Any]]) -> dict[str, 
 
 @dataclass(slots=True)
 class Collected:
-    """What a stream has said so far: text pieces, the answering model, token counts, a refusal."""
+    """What a reply has said so far: the answer's pieces, what the model said, tool calls, the
+    answering model, token counts, a refusal."""
 
     model: str
     outputs: Sequence[Mapping[str, Any]]
@@ -240,28 +263,38 @@ class Collected:
     input_tokens: int | None = None
     output_tokens: int | None = None
     refused: bool = False
+    said: list[str] = field(default_factory=list)
+    """The model's text as it came (the answer's JSON of a forced tool excluded)."""
+    calls: PendingCalls = field(default_factory=PendingCalls)
 
     @property
     def plain(self) -> bool:
         """Whether the reply is plain text rather than a JSON object of outputs."""
         return is_plain(self.outputs)
 
-    async def add(self, piece: str, on_text: TextSink | None) -> None:
-        """Keep a piece of text and pass it on as it arrives."""
+    async def add(self, piece: str, on_text: TextSink | None, *, said: bool = True) -> None:
+        """Keep a piece of the answer and pass it on as it arrives (`said`: also as the model's text)."""
         if piece:
             self.parts.append(piece)
+            if said:
+                self.said.append(piece)
             if on_text is not None:
                 await on_text(piece)
 
     def reply(self, provider: str) -> ModelReply:
-        """The finished reply: the text as the one output, or the outputs parsed from JSON."""
+        """The finished reply: the tool calls asked for, else the text as the one output, or the
+        outputs parsed from JSON."""
         if self.refused:
             message = f"{provider}'s model refused to answer; change the inputs or the model"
             raise ThreadlineError(ErrorCode.PROVIDER_REJECTED, message, reason="refusal")
-        text = "".join(self.parts)
-        values = {str(self.outputs[0]["name"]): text} if self.plain else parse_outputs(text, self.outputs)
         usage: dict[str, int] = {}
         if self.input_tokens is not None and self.output_tokens is not None:
             usage = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
             usage["total_tokens"] = self.input_tokens + self.output_tokens
-        return ModelReply(outputs=values, model=self.model, usage=usage)
+        said = "".join(self.said)
+        if self.calls:
+            calls = self.calls.finish(provider)
+            return ModelReply(outputs={}, model=self.model, usage=usage, calls=calls, stop="tools", text=said)
+        text = "".join(self.parts)
+        values = {str(self.outputs[0]["name"]): text} if self.plain else parse_outputs(text, self.outputs)
+        return ModelReply(outputs=values, model=self.model, usage=usage, text=said)

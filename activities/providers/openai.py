@@ -3,10 +3,19 @@
 Ollama, vLLM, llama.cpp and LM Studio speak the same wire format at their own base URL, often
 with no key. One plain string output is asked as text; anything else as structured outputs
 (`response_format: json_schema`), strict when OpenAI's strict subset of JSON Schema holds it.
+
+Tools are `tools` of `type: function`. A reply either calls some (`tool_calls`, their arguments
+JSON text that streams in fragments by index) or answers in `content`, in the outputs' schema
+when there are several: `response_format` and `tools` go together, so a program with tools and
+structured outputs needs nothing more. Calls go back as the assistant's `tool_calls`, results as
+`role: tool` messages naming the `tool_call_id`. `stream=False` asks for whole replies, for
+compatible servers that cannot stream tool calls.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from contextlib import aclosing
 from typing import Any
 from urllib.parse import urlsplit
@@ -14,10 +23,10 @@ from urllib.parse import urlsplit
 import httpx
 import pydantic
 
-from activities.models import ModelReply, ModelRequest, TextSink
+from activities.models import Message, ModelReply, ModelRequest, TextSink
 from core.errors import ErrorCode, ThreadlineError
 
-from ._http import Collected, is_plain, outputs_schema, parse_event, post_events, provider_error, stream_cut
+from ._http import Collected, is_plain, outputs_schema, parse_event, post_events, post_json, provider_error, stream_cut
 
 NAME = "openai"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -30,13 +39,27 @@ _STRICT_KEYWORDS = frozenset(
 _TYPED = frozenset({"type", "enum", "const", "anyOf", "$ref"})
 
 
+class _Function(pydantic.BaseModel):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class _Call(pydantic.BaseModel):
+    index: int | None = None
+    id: str | None = None
+    function: _Function | None = None
+
+
 class _Delta(pydantic.BaseModel):
     content: str | None = None
     refusal: str | None = None
+    tool_calls: list[_Call] | None = None
 
 
 class _Choice(pydantic.BaseModel):
     delta: _Delta | None = None
+    message: _Delta | None = None
+    """A whole reply's message, which has the same parts as a streamed delta."""
 
 
 class _Usage(pydantic.BaseModel):
@@ -61,10 +84,13 @@ class OpenAIProvider:
             Authorization header is sent.
     """
 
-    def __init__(self, client: httpx.AsyncClient, *, base_url: str = OPENAI_BASE_URL, api_key: str | None) -> None:
+    def __init__(
+        self, client: httpx.AsyncClient, *, base_url: str = OPENAI_BASE_URL, api_key: str | None, stream: bool = True
+    ) -> None:
         self._client = client
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key or None
+        self.stream = stream
 
     def __repr__(self) -> str:
         return f"OpenAIProvider(base_url={self.base_url!r}, api_key={'<set>' if self._api_key else None})"
@@ -80,6 +106,10 @@ class OpenAIProvider:
             message = "openai has no API key; set OPENAI_API_KEY on the worker"
             raise ThreadlineError(ErrorCode.PROVIDER_UNCONFIGURED, message)
         collected = Collected(model=request.model, outputs=request.outputs)
+        if not self.stream:
+            whole = await post_json(self._client, self._request(request), provider=NAME)
+            await _take(_parse_whole(whole), collected, on_text)
+            return collected.reply(NAME)
         events = post_events(self._client, self._request(request), provider=NAME)
         async with aclosing(events):
             async for event in events:
@@ -89,23 +119,23 @@ class OpenAIProvider:
         raise stream_cut(NAME)
 
     def _request(self, request: ModelRequest) -> httpx.Request:
-        headers = {"accept": "text/event-stream"}
+        headers = {"accept": "text/event-stream" if self.stream else "application/json"}
         if self._api_key:
             headers["authorization"] = f"Bearer {self._api_key}"
         url = f"{self.base_url}/chat/completions"
-        return self._client.build_request("POST", url, headers=headers, json=chat_body(request))
+        body = chat_body(request, stream=self.stream)
+        return self._client.build_request("POST", url, headers=headers, json=body)
 
 
-def chat_body(request: ModelRequest) -> dict[str, Any]:
-    """The streamed Chat Completions body for `request`: the instruction as the system message."""
+def chat_body(request: ModelRequest, *, stream: bool = True) -> dict[str, Any]:
+    """The Chat Completions body for `request`: the instruction as the system message, the tools as functions."""
     messages = [{"role": "system", "content": request.instruction}] if request.instruction else []
-    messages += [{"role": m.role, "content": m.content} for m in request.messages]
-    body: dict[str, Any] = {
-        "model": request.model,
-        "messages": messages,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+    messages += [_message(m) for m in request.messages]
+    body: dict[str, Any] = {"model": request.model, "messages": messages, "stream": stream}
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    if request.tools:
+        body["tools"] = [{"type": "function", "function": _function(t)} for t in request.tools]
     if not is_plain(request.outputs):
         schema = outputs_schema(request.outputs)
         strict = fits_strict(schema)
@@ -120,6 +150,35 @@ def chat_body(request: ModelRequest) -> dict[str, Any]:
     return body
 
 
+def _message(message: Message) -> dict[str, Any]:
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.call_id, "content": message.content}
+    if not message.calls:
+        return {"role": message.role, "content": message.content}
+    calls = [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _arguments(c.input)}}
+        for c in message.calls
+    ]
+    return {"role": "assistant", "content": message.content or None, "tool_calls": calls}
+
+
+def _arguments(value: Mapping[str, Any]) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _function(tool: Mapping[str, Any]) -> dict[str, Any]:
+    described = {"description": tool["description"]} if tool.get("description") else {}
+    return {"name": tool["name"], **described, "parameters": tool["parameters"]}
+
+
+def _parse_whole(data: Any) -> _Chunk:
+    try:
+        return _Chunk.model_validate(data)
+    except pydantic.ValidationError:
+        message = f"{NAME} sent a malformed reply; the call will be retried"
+        raise ThreadlineError(ErrorCode.PROVIDER_UNAVAILABLE, message, retryable=True) from None
+
+
 async def _take(chunk: _Chunk, collected: Collected, on_text: TextSink | None) -> None:
     if chunk.error is not None:
         # compatible servers report a failure met mid-stream as a chunk; a retry may well succeed
@@ -130,10 +189,15 @@ async def _take(chunk: _Chunk, collected: Collected, on_text: TextSink | None) -
     if chunk.usage is not None:
         collected.input_tokens = chunk.usage.prompt_tokens
         collected.output_tokens = chunk.usage.completion_tokens
-    for delta in (choice.delta for choice in chunk.choices or () if choice.delta is not None):
+    for delta in (choice.delta or choice.message for choice in chunk.choices or ()):
+        if delta is None:
+            continue
         if delta.refusal:
             collected.refused = True
         await collected.add(delta.content or "", on_text)
+        for call in delta.tool_calls or ():
+            function = call.function or _Function()
+            collected.calls.add(call.index, id=call.id, name=function.name, piece=function.arguments or "")
 
 
 def fits_strict(node: Any) -> bool:
