@@ -4,7 +4,6 @@ applies each record exactly once however many reads overlap while another proces
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import sys
 from pathlib import Path
 
@@ -28,12 +27,13 @@ async def test_concurrent_reads_while_another_process_appends_equal_a_fresh_read
     tl = Threadline(None, settings)
     chat = tl.conversation("tutor", id=cid)
     FolderStore(folder)  # the folder exists before the writer waits in it
-    writer = subprocess.Popen([sys.executable, "-m", "tests.agents", "mixed", str(folder), cid, "60", "w"], cwd=ROOT)
+    agent = ["-m", "tests.agents", "mixed", str(folder), cid, "60", "w"]
+    writer = await asyncio.create_subprocess_exec(sys.executable, *agent, cwd=ROOT)
     (folder / "go").touch()
     answers: list[list[str]] = []
 
     async def reader() -> None:
-        while writer.poll() is None:
+        while writer.returncode is None:
             turns = await chat.turns(all=True)
             answers.append([t.id for t in turns])
             await chat.history()
@@ -41,7 +41,7 @@ async def test_concurrent_reads_while_another_process_appends_equal_a_fresh_read
                 await chat.turn(turns[-1].id)
 
     await asyncio.gather(*(reader() for _ in range(16)))
-    assert 0 == writer.wait(timeout=30)
+    assert 0 == await asyncio.wait_for(writer.wait(), 30)
     final = await chat.turns(all=True)
 
     fresh = Log(FolderStore(folder).read(cid))
