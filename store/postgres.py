@@ -13,7 +13,8 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Self
 
 import psycopg
@@ -42,6 +43,11 @@ class _Shared:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} schema={self.schema}>"  # never the URL: it may hold a password
+
+    @property
+    def queries(self) -> Queries:
+        """The statements of this store's schema."""
+        return self._sql
 
     def _pool_args(self, max_size: int) -> dict[str, Any]:
         return {
@@ -111,6 +117,12 @@ class PostgresStore(_Shared):
         self._listener.close()
         self._pool.close()
 
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Row]]:
+        """A connection of the pool (autocommit); a connection failure in the block is `store-unavailable`."""
+        with reachable(), self._pool.connection() as conn:
+            yield conn
+
     def __enter__(self) -> Self:
         return self
 
@@ -163,7 +175,7 @@ class PostgresStore(_Shared):
 
     def conversations(self) -> list[str]:
         """Return the ids of the conversations that hold records, sorted."""
-        with reachable(), self._pool.connection() as conn:
+        with self.connection() as conn:
             return [str(row[0]) for row in conn.execute(self._sql.conversations)]
 
     def identity(self) -> str:
@@ -177,7 +189,7 @@ class PostgresStore(_Shared):
             held = self.count(conversation)
             lines_after(held)  # the `expect` check
             return held
-        with reachable(), self._pool.connection() as conn, conn.transaction():
+        with self.connection() as conn, conn.transaction():
             held = _first(conn.execute(self._sql.lock, {"c": conversation}).fetchone())
             lines = lines_after(held)
             conn.execute(self._sql.add, add_params(conversation, held, lines, self._sql.channel))
@@ -185,11 +197,11 @@ class PostgresStore(_Shared):
 
     def _rows(self, conversation: str, after: int) -> list[Row]:
         params = self._read_params(conversation, after)
-        with reachable(), self._pool.connection() as conn:
+        with self.connection() as conn:
             return conn.execute(self._sql.read, params).fetchall()
 
     def _one(self, query: bytes, params: dict[str, Any]) -> Row | None:
-        with reachable(), self._pool.connection() as conn:
+        with self.connection() as conn:
             return conn.execute(query, params).fetchone()
 
 
