@@ -166,9 +166,8 @@ class PostgresStore(_Shared):
                 if self.count(conversation) > after:
                     return True
                 left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                woken.wait(left)
+                if left <= 0 or not woken.wait(left):
+                    return False  # no notification in time: no append committed (or none was heard)
                 woken.clear()
         finally:
             self._listener.unsubscribe(conversation, woken.set)
@@ -284,8 +283,10 @@ class AsyncPostgresStore(_Shared):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                with contextlib.suppress(TimeoutError):
+                try:
                     await asyncio.wait_for(woken.wait(), left)
+                except TimeoutError:
+                    return False  # no notification in time: no append committed (or none was heard)
                 woken.clear()
             return True
         finally:
