@@ -79,8 +79,8 @@ class Queries:
             add=_render(
                 "WITH added AS (INSERT INTO {s}.records (conversation, seq, line, raw) "
                 "SELECT %(c)s, %(n)s + t.i, t.line, t.raw "
-                "FROM unnest(%(lines)s::text[], %(raws)s::bytea[]) WITH ORDINALITY AS t(line, raw, i)), "
-                "grown AS (UPDATE {s}.conversations SET length = %(n)s + cardinality(%(lines)s::text[]) "
+                "FROM unnest(%(lines)b::text[], %(raws)b::bytea[]) WITH ORDINALITY AS t(line, raw, i)), "
+                "grown AS (UPDATE {s}.conversations SET length = %(n)s + cardinality(%(lines)b::text[]) "
                 "WHERE id = %(c)s) "
                 "SELECT pg_notify(%(channel)s, %(c)s)",
                 schema,
