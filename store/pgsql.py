@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +24,12 @@ from psycopg import sql
 
 from core.errors import ErrorCode, ThreadlineError
 
-from .base import encode
+from .base import check_id, encode
+from .pglisten import Listener
+
+Row = tuple[Any, ...]
+Lines = Callable[[int], list[bytes]]
+"""What to append, given the count held under the lock (it raises `store-conflict` on a stale `expect`)."""
 
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 DEFAULT_SCHEMA = "threadline"
@@ -104,6 +109,49 @@ class Queries:
                 schema,
             ),
         )
+
+
+class StoreBase:
+    """What both stores hold: the URL, the schema's statements, and the listener for `wait`."""
+
+    durability = "disk"
+    persistent = True
+
+    def __init__(self, url: str, schema: str, timeout: float) -> None:
+        self.url, self.schema, self.timeout = url, schema, timeout
+        self._sql = Queries.of(schema)
+        self._listener = Listener(url, self._sql.listen, connect_timeout=max(1, round(timeout)))
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} schema={self.schema}>"  # never the URL: it may hold a password
+
+    @property
+    def queries(self) -> Queries:
+        """The statements of this store's schema."""
+        return self._sql
+
+    def _pool_args(self, max_size: int) -> dict[str, Any]:
+        return {
+            "min_size": 1,
+            "max_size": max_size,
+            "timeout": self.timeout,
+            "kwargs": {"autocommit": True},
+            "name": f"threadline-{self.schema}",
+        }
+
+    @staticmethod
+    def _planned(conversation: str, expect: int | None, lines: Lines) -> Lines:
+        """`lines`, refused with `store-conflict` when `expect` is given and is not the count held."""
+
+        def checked(held: int) -> list[bytes]:
+            if expect is not None and expect != held:
+                raise conflict(conversation, held, expect)
+            return lines(held)
+
+        return checked
+
+    def _read_params(self, conversation: str, after: int) -> dict[str, Any]:
+        return {"c": check_id(conversation), "after": max(int(after or 0), 0)}
 
 
 # ----- the steps around the statements

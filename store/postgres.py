@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Self
 
@@ -22,70 +22,10 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from .base import check_id, check_records
 from .migrate import migrate
-from .pglisten import Listener
-from .pgsql import DEFAULT_SCHEMA, Queries, add_params, conflict, numbered, parse_row, raw_line, reachable
-
-Row = tuple[Any, ...]
-Lines = Callable[[int], list[bytes]]
-"""What to append, given the count held under the lock (it raises `store-conflict` on a stale `expect`)."""
+from .pgsql import DEFAULT_SCHEMA, Lines, Row, StoreBase, add_params, numbered, parse_row, raw_line, reachable
 
 
-class _Shared:
-    """What both stores hold: the URL, the schema's statements, and the listener for `wait`."""
-
-    durability = "disk"
-    persistent = True
-
-    def __init__(self, url: str, schema: str, timeout: float) -> None:
-        self.url, self.schema, self.timeout = url, schema, timeout
-        self._sql = Queries.of(schema)
-        self._listener = Listener(url, self._sql.listen, connect_timeout=max(1, round(timeout)))
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} schema={self.schema}>"  # never the URL: it may hold a password
-
-    @property
-    def queries(self) -> Queries:
-        """The statements of this store's schema."""
-        return self._sql
-
-    def _pool_args(self, max_size: int) -> dict[str, Any]:
-        return {
-            "min_size": 1,
-            "max_size": max_size,
-            "timeout": self.timeout,
-            "kwargs": {"autocommit": True},
-            "name": f"threadline-{self.schema}",
-        }
-
-    @staticmethod
-    def _records(conversation: str, records: Sequence[dict[str, Any]], expect: int | None) -> Lines:
-        check_id(conversation)
-        batch = check_records(records)
-
-        def lines(held: int) -> list[bytes]:
-            if expect is not None and expect != held:
-                raise conflict(conversation, held, expect)
-            return numbered(batch, held)
-
-        return lines
-
-    @staticmethod
-    def _given(conversation: str, given: Sequence[bytes], expect: int | None) -> Lines:
-        check_id(conversation)
-
-        def lines(held: int) -> list[bytes]:
-            if expect is not None and expect != held:
-                raise conflict(conversation, held, expect)
-            return list(given)
-
-        return lines
-
-    def _read_params(self, conversation: str, after: int) -> dict[str, Any]:
-        return {"c": check_id(conversation), "after": max(int(after or 0), 0)}
-
-
-class PostgresStore(_Shared):
+class PostgresStore(StoreBase):
     """A record log in a PostgreSQL database, shared by threads and processes on any host.
 
     Args:
@@ -136,11 +76,16 @@ class PostgresStore(_Shared):
             ThreadlineError: `conversation-id`, `record-invalid`, `store-conflict` when `expect` is
                 given and differs from the count, `store-unavailable`.
         """
-        return self._append(conversation, self._records(conversation, records, expect), bool(records))
+        check_id(conversation)
+        batch = check_records(records)
+        return self._append(
+            conversation, self._planned(conversation, expect, lambda n: numbered(batch, n)), bool(batch)
+        )
 
     def append_lines(self, conversation: str, lines: Sequence[bytes], *, expect: int | None = None) -> int:
         """Append stored lines byte for byte (a copy from another store), unchecked; return the new count."""
-        return self._append(conversation, self._given(conversation, lines, expect), bool(lines))
+        check_id(conversation)
+        return self._append(conversation, self._planned(conversation, expect, lambda _: list(lines)), bool(lines))
 
     def read(self, conversation: str, after: int = 0) -> list[dict[str, Any]]:
         """Return the records after position `after`, parsed as FolderStore parses them."""
@@ -204,7 +149,7 @@ class PostgresStore(_Shared):
             return conn.execute(query, params).fetchone()
 
 
-class AsyncPostgresStore(_Shared):
+class AsyncPostgresStore(StoreBase):
     """`PostgresStore`'s methods as coroutines, over an `AsyncConnectionPool`.
 
     Open it before use (`await store.open()`, or `async with AsyncPostgresStore(url) as store`);
@@ -246,11 +191,16 @@ class AsyncPostgresStore(_Shared):
 
     async def append(self, conversation: str, records: Sequence[dict[str, Any]], *, expect: int | None = None) -> int:
         """Append `records` all or nothing; return the new count (see `PostgresStore.append`)."""
-        return await self._append(conversation, self._records(conversation, records, expect), bool(records))
+        check_id(conversation)
+        batch = check_records(records)
+        planned = self._planned(conversation, expect, lambda n: numbered(batch, n))
+        return await self._append(conversation, planned, bool(batch))
 
     async def append_lines(self, conversation: str, lines: Sequence[bytes], *, expect: int | None = None) -> int:
         """Append stored lines byte for byte, unchecked; return the new count."""
-        return await self._append(conversation, self._given(conversation, lines, expect), bool(lines))
+        check_id(conversation)
+        planned = self._planned(conversation, expect, lambda _: list(lines))
+        return await self._append(conversation, planned, bool(lines))
 
     async def read(self, conversation: str, after: int = 0) -> list[dict[str, Any]]:
         """Return the records after position `after`, parsed as FolderStore parses them."""
