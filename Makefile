@@ -28,7 +28,7 @@ fmt: $(BIN)/.installed
 check: lint typecheck test
 
 conformance: $(BIN)/.installed
-	$(BIN)/python -m store.conformance ../shared/conformance/conversations
+	$(BIN)/python -m store.conformance
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m bench

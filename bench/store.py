@@ -13,6 +13,9 @@ Measured:
    log; (b) incrementally, the warmed store and log reading the 10 records another writer appended.
    The incremental case also counts the records each engine parses (`json.loads` calls).
 3. Memory (tracemalloc) of a store and a log holding the whole 10,000-turn conversation.
+4. The PostgreSQL store beside the folder store (bench/_pgstore.py): conditional appends of 1 and
+   10 records, and an incremental read of 10 new records of the 10,000-turn conversation, with
+   ratio = postgres / folder.
 
 The garbage collector is paused while a measurement runs (as `timeit` does) and run before it.
 """
@@ -40,9 +43,11 @@ from unittest import mock
 from functai import conversations as functai_conversations
 from functai import stores as functai_stores
 
+from bench import _pgstore
 from store.base import encode
 from store.folder import FolderStore
 from store.log import Log
+from store.postgres import PostgresStore
 from store.program import TUTOR
 from store.records import Record, ended_record, iso, lease_record, turn_record, uuid7
 
@@ -470,6 +475,8 @@ def main() -> list[Row]:
         print("\n3. Memory (tracemalloc)")
         rows += bench_memory(folders)
 
+    pairs = bench_postgres(pool, base, more)
+
     elapsed = time.perf_counter() - started
     print(f"\nResults ({os.cpu_count()} CPUs, {elapsed:.1f} s; ratio = threadline / functai)\n")
     print("| measure | threadline | functai | ratio |")
@@ -484,7 +491,21 @@ def main() -> list[Row]:
         f"({parsed.threadline:.0f} parsed for {NEW_RECORDS} new): "
         f"{'met' if parsed.threadline == NEW_RECORDS else 'NOT met'}"
     )
+    print("\nThe PostgreSQL store beside the folder store (ratio = postgres / folder)")
+    _pgstore.table(pairs)
     return rows
+
+
+def bench_postgres(pool: Sequence[Record], base: Sequence[Record], more: Sequence[Record]) -> list[_pgstore.Pair]:
+    """4. PostgresStore against FolderStore: appends, and an incremental read of the long conversation."""
+    print("\n4. The PostgreSQL store beside the folder store (PostgreSQL 15, fsync at every commit)")
+    with _pgstore.database() as (url, schema), PostgresStore(url, schema=schema) as pg:
+        pairs = [
+            _pgstore.bench_appends(pg, pool, batch, count, APPEND_REPS, timed)
+            for batch, count in APPENDS_PER_REP.items()
+        ]
+        pairs.append(_pgstore.bench_incremental(pg, base, more, INCREMENTAL_REPS, NEW_RECORDS))
+    return pairs
 
 
 if __name__ == "__main__":

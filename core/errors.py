@@ -20,6 +20,8 @@ class ErrorCode(StrEnum):
     CONVERSATION_NOT_FOUND = "conversation-not-found"
     STORE_CONFLICT = "store-conflict"
     STORE_UNKNOWN = "store-unknown"
+    STORE_UNAVAILABLE = "store-unavailable"
+    STORE_INVALID = "store-invalid"
     RECORD_INVALID = "record-invalid"
     TURN_STATE = "turn-state"
     TURN_UNKNOWN = "turn-unknown"

@@ -1,9 +1,12 @@
-"""Run conformance cases for the record log: `python -m store.conformance PATH...`.
+"""Run conformance cases for the record log: `python -m store.conformance [--store SPEC] [PATH...]`.
 
 Each PATH is a case file or a folder of them (`*.json`), in the format of functai's
-`contract/cases/conversations/`. For every case the expected conclusions are computed with this
-package's own rules and compared; the run prints `PASS name` or `FAIL name: <first difference>`,
-then `N passed, M failed`, and exits 1 if any case failed or could not be read.
+`contract/cases/conversations/`; without one, the 14 cases shipped in `store/cases/` run. For every
+case the expected conclusions are computed with this package's own rules and compared; the run
+prints `PASS name` or `FAIL name: <first difference>`, then `N passed, M failed`, and exits 1 if any
+case failed or could not be read. With `--store` (a folder or a `postgresql://` URL), each case's
+records are appended to that store as a new conversation and read back before the rules run, so
+the store's numbering and reading are checked too; otherwise they go through a store in memory.
 """
 
 from __future__ import annotations
@@ -11,23 +14,30 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from core.errors import ThreadlineError
 
+from .base import Store
+from .locate import open_store
 from .log import Log
 from .memory import MemoryStore
 from .records import parse_time
 from .rules import Rule, View, parent_for, shown, unfinished, view_head, waiting
 
+CASES = Path(__file__).resolve().parent / "cases"
+"""The published cases, shipped with the package."""
 
-def load_log(records: Sequence[dict[str, Any]]) -> Log:
-    """The case's records written through a store (which numbers them again), then applied."""
-    store = MemoryStore()
-    store.append("case", [{k: v for k, v in r.items() if k != "seq"} for r in records])
-    return Log(store.read("case"))
+
+def load_log(records: Sequence[dict[str, Any]], store: Store | None = None) -> Log:
+    """The case's records written through a store (which numbers them again) as a new conversation, then applied."""
+    target: Store = MemoryStore() if store is None else store
+    conversation = f"conformance-{uuid.uuid4().hex}"
+    target.append(conversation, [{k: v for k, v in r.items() if k != "seq"} for r in records], expect=0)
+    return Log(target.read(conversation))
 
 
 def _program(log: Log) -> dict[str, Any]:
@@ -35,9 +45,9 @@ def _program(log: Log) -> dict[str, Any]:
     return next(iter(log.programs.values()), {})
 
 
-def compute(case: dict[str, Any]) -> dict[str, Any]:
-    """The conclusions this package reaches for `case`, in the shape of its `expect`."""
-    log = load_log(case["records"])
+def compute(case: dict[str, Any], store: Store | None = None) -> dict[str, Any]:
+    """The conclusions this package reaches for `case` (its records kept in `store`), in the shape of its `expect`."""
+    log = load_log(case["records"], store)
     now = parse_time(case["now"])
     if case["kind"] == "context":
         program = _program(log)
@@ -87,9 +97,9 @@ def first_difference(expected: Any, actual: Any, path: str = "expect") -> str | 
     return None
 
 
-def check(case: dict[str, Any]) -> str | None:
-    """Run one case; return its first difference, or None when it passes."""
-    actual = compute(case)
+def check(case: dict[str, Any], store: Store | None = None) -> str | None:
+    """Run one case (through `store`, else memory); return its first difference, or None when it passes."""
+    actual = compute(case, store)
     return first_difference(case["expect"], {k: actual.get(k) for k in case["expect"]})
 
 
@@ -106,14 +116,31 @@ def case_files(paths: Sequence[str]) -> Iterator[Path]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the cases and print one line each, then the tally."""
     parser = argparse.ArgumentParser(prog="python -m store.conformance", description=__doc__.split("\n")[0])
-    parser.add_argument("paths", nargs="+", help="case files, or folders of *.json case files")
+    parser.add_argument("paths", nargs="*", help="case files, or folders of *.json case files (default: store/cases)")
+    parser.add_argument(
+        "--store", metavar="SPEC", help="keep each case's records in this folder or postgresql:// store"
+    )
     args = parser.parse_args(argv)
+    try:
+        store = open_store(args.store) if args.store else None
+    except ThreadlineError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    try:
+        return _run(case_files(args.paths or [str(CASES)]), store)
+    finally:
+        close = getattr(store, "close", None)
+        if callable(close):
+            close()
+
+
+def _run(paths: Iterator[Path], store: Store | None) -> int:
     passed = failed = 0
-    for path in case_files(args.paths):
+    for path in paths:
         try:
             case = json.loads(path.read_text(encoding="utf-8"))
-            problem = check(case)
-        except (OSError, ValueError, KeyError, TypeError) as err:
+            problem = check(case, store)
+        except (OSError, ValueError, KeyError, TypeError, ThreadlineError) as err:
             problem = f"cannot run the case: {type(err).__name__}: {err}"
         if problem is None:
             passed += 1

@@ -17,6 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from core.settings import Settings
+from tests.pg_kit import postgres_server
 from threadline.client import Threadline, connect
 from threadline.devserver import find_temporal_binary
 from worker import build_worker
@@ -91,3 +92,16 @@ def slow(settings: Settings, delay: float) -> Settings:
 def _cid() -> str:
     """A conversation id no other test uses (workflow ids are shared by every test on the server)."""
     return f"c-{uuid.uuid4().hex[:16]}"
+
+
+@pytest.fixture(scope="session", name="postgres_url")
+def _postgres_url() -> Iterator[str]:
+    """A database on a PostgreSQL 15 server of the session's own (tests/pg_kit.py), stopped at the end."""
+    with postgres_server() as server:
+        yield server.create_database("threadline_tests")
+
+
+@pytest.fixture(name="pg_spec")
+def _pg_spec(postgres_url: str) -> str:
+    """A PostgreSQL store no other test uses: the session's database, in a schema of this test's own."""
+    return f"{postgres_url}?schema=t_{uuid.uuid4().hex[:16]}"

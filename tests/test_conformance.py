@@ -1,4 +1,4 @@
-"""The published conformance cases, and the runner that any case file can be given to."""
+"""The published conformance cases (shipped in store/cases/), and the runner, given any case file or store."""
 
 from __future__ import annotations
 
@@ -9,14 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from store.conformance import check
+from store.conformance import CASES, check
 
 ROOT = Path(__file__).resolve().parent.parent
-CASES = ROOT.parent / "shared" / "conformance" / "conversations"
-PUBLISHED = sorted(CASES.glob("*.json")) if CASES.is_dir() else []
+PUBLISHED = sorted(CASES.glob("*.json"))
 
 
-@pytest.mark.skipif(not PUBLISHED, reason="../shared/conformance is not beside this checkout")
+def test_the_fourteen_cases_ship_with_the_package() -> None:
+    """The cases are package data beside the runner, not files of another checkout."""
+    assert 14 == len(PUBLISHED)
+    assert (CASES / "README.md").is_file()
+
+
 @pytest.mark.parametrize("path", PUBLISHED, ids=lambda p: p.stem)
 def test_published_case(path: Path) -> None:
     """Every published case reaches exactly the expected conclusions."""
@@ -71,10 +75,33 @@ def test_runner_reports_an_unreadable_case(tmp_path: Path) -> None:
     assert done.stdout.startswith("FAIL broken: cannot run the case")
 
 
-@pytest.mark.skipif(not PUBLISHED, reason="../shared/conformance is not beside this checkout")
-def test_runner_on_the_published_folder() -> None:
-    """The command the README names prints 14 passes."""
-    done = run(str(CASES))
+def test_runner_on_the_shipped_cases() -> None:
+    """The command the README names, with no path, runs the 14 shipped cases and passes them."""
+    done = run()
 
     assert 0 == done.returncode
     assert "14 passed, 0 failed" == done.stdout.splitlines()[-1]
+
+
+def test_runner_through_a_postgres_store(pg_spec: str) -> None:
+    """With `--store postgresql://...`, every case's records are kept in PostgreSQL and read back: 14 pass."""
+    done = run("--store", pg_spec)
+
+    assert 0 == done.returncode, done.stderr
+    assert "14 passed, 0 failed" == done.stdout.splitlines()[-1]
+
+
+def test_runner_through_a_folder_store_keeps_each_case(tmp_path: Path) -> None:
+    """With `--store FOLDER`, each case becomes a conversation of that folder."""
+    done = run("--store", str(tmp_path), str(PUBLISHED[0]))
+
+    assert "1 passed, 0 failed" == done.stdout.splitlines()[-1]
+    assert 1 == len(list((tmp_path / "conversations").glob("conformance-*.jsonl")))
+
+
+def test_runner_refuses_a_store_of_another_kind() -> None:
+    """A URL that is neither a folder nor PostgreSQL stops the run with `store-unknown` and exit 2."""
+    done = run("--store", "mysql://localhost/db")
+
+    assert 2 == done.returncode
+    assert done.stderr.startswith("error: store-unknown:")

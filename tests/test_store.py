@@ -1,10 +1,12 @@
-"""FolderStore and MemoryStore: layout, numbering, conditional appends, bad input, torn lines."""
+"""The store contract on every store (folder, PostgreSQL, memory), then what only a folder has:
+layout, modes, partial and torn lines, its cache."""
 
 from __future__ import annotations
 
 import json
 import os
 import stat
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -12,12 +14,43 @@ import pytest
 from core.errors import ThreadlineError
 from store.base import Store
 from store.folder import FolderStore
+from store.locate import postgres_url
 from store.memory import MemoryStore
+from store.postgres import PostgresStore
+from store.transfer import read_lines
+
+Opener = Callable[[], FolderStore | PostgresStore]
 
 
-@pytest.fixture(params=["folder", "memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    return FolderStore(tmp_path) if request.param == "folder" else MemoryStore()
+def _openers(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
+    """Opens store objects on one persistent store (as separate processes would), closing them after."""
+    if kind == "folder":
+        yield lambda: FolderStore(tmp_path)
+        return
+    url, schema = postgres_url(request.getfixturevalue("pg_spec"))
+    opened: list[PostgresStore] = []
+
+    def open_postgres() -> PostgresStore:
+        opened.append(PostgresStore(url, schema=schema))
+        return opened[-1]
+
+    yield open_postgres
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture(name="opener", params=["folder", "postgres"])
+def _opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
+    yield from _openers(request.param, request, tmp_path)
+
+
+@pytest.fixture(params=["folder", "postgres", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "memory":
+        yield MemoryStore()
+        return
+    for opener in _openers(request.param, request, tmp_path):
+        yield opener()
 
 
 def lines(store: FolderStore, conversation: str) -> list[str]:
@@ -89,6 +122,30 @@ def test_conversations_are_listed_sorted(store: Store) -> None:
     assert ["a", "b"] == store.conversations()
 
 
+def test_count_and_reads_past_either_end(opener: Opener) -> None:
+    """`count` is the number of records; `after` past the end reads nothing, below 0 reads all."""
+    store = opener()
+    assert 0 == store.count("c1")
+    store.append("c1", [{"a": 1}, {"b": 2}])
+
+    assert 2 == store.count("c1")
+    assert [] == store.read("c1", after=2)
+    assert 2 == len(store.read("c1", after=-3))
+    assert [] == store.read("nothing-here")
+
+
+def test_an_empty_batch_checks_expect_and_writes_nothing(opener: Opener) -> None:
+    """An empty append returns the count, refuses a stale `expect`, and creates no conversation."""
+    store = opener()
+
+    assert 0 == store.append("c1", [], expect=0)
+    with pytest.raises(ThreadlineError) as caught:
+        store.append("c1", [], expect=3)
+
+    assert "store-conflict" == caught.value.code
+    assert [] == store.conversations()
+
+
 def test_folder_layout_and_modes(tmp_path: Path) -> None:
     """`conversations/` is 0700; the log and its lock are 0600, as functai creates them."""
     os.umask(0o022)
@@ -101,13 +158,13 @@ def test_folder_layout_and_modes(tmp_path: Path) -> None:
     assert 0o600 == stat.S_IMODE((folder / "c1.lock").stat().st_mode)
 
 
-def test_lines_are_functai_bytes(tmp_path: Path) -> None:
-    """Compact JSON, insertion order, raw UTF-8, control characters escaped."""
-    store = FolderStore(tmp_path)
+def test_lines_are_functai_bytes(opener: Opener) -> None:
+    """Compact JSON, insertion order, raw UTF-8, control characters escaped: the line a folder holds."""
+    store = opener()
     store.append("c1", [{"kind": "x", "text": "café\n\u0001/", "n": 0.5}])
 
     expected = '{"kind":"x","text":"café\\n\\u0001/","n":0.5,"seq":1}'
-    assert [expected] == lines(store, "c1")
+    assert [expected.encode()] == read_lines(store, "c1")
 
 
 def test_partial_last_line_is_left_for_later(tmp_path: Path) -> None:
@@ -138,9 +195,9 @@ def test_torn_line_becomes_one_unreadable_record_before_appending(tmp_path: Path
     assert {"b": 2, "seq": 3} == json.loads(lines(store, "c1")[2])
 
 
-def test_another_process_reading_sees_the_same_records(tmp_path: Path) -> None:
+def test_another_process_reading_sees_the_same_records(opener: Opener) -> None:
     """A second store object (another process's view) reads what the first wrote, incrementally."""
-    first, second = FolderStore(tmp_path), FolderStore(tmp_path)
+    first, second = opener(), opener()
     first.append("c1", [{"a": 1}])
     assert 1 == len(second.read("c1"))
 
