@@ -17,8 +17,8 @@ import structlog
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.language_model import OfflineModel, Provider, Providers
 from activities.llm import LLMActivities
-from activities.models import OfflineModel, Provider, Providers
 from activities.providers import build_providers, new_http_client
 from activities.transcript import TranscriptActivities
 from core import logs

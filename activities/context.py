@@ -21,7 +21,7 @@ from store.summary import PLUGIN as THREADLINE
 from store.summary import SUMMARISER, SummaryRule, due, latest, summariser_inputs, summary_data
 from store.topics import CLASSIFIER, classified, current_label, topics
 
-from .models import Providers, build_request, render_values
+from .language_model import Providers, build_request, render_values
 from .plan import view_of
 
 logger = structlog.get_logger(__name__)

@@ -20,7 +20,7 @@ from store.streams import StreamLog
 from store.turns import Begin
 
 from .context import Preparer
-from .models import Providers, split_model
+from .language_model import Providers, split_model
 from .plan import plan_turn, rule_of, turn_request
 from .providers import request_body
 from .run import TurnRun

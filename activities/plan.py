@@ -20,7 +20,7 @@ from store.rules import Rule, Shown, View, shown
 from store.summary import SummaryRule
 from store.turns import Begin, Busy, Existing, TurnRequest, begin_turn
 
-from .models import ModelRequest, build_request
+from .language_model import ModelRequest, build_request
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from store.rules import Rule, Shown
 from store.streams import StreamLog, StreamWriter
 from store.turns import Answer, claim_records, done_record, failed_record
 
-from .models import Message, ModelReply, ModelRequest, Provider
+from .language_model import Message, ModelReply, ModelRequest, Provider
 from .outcomes import outcome_of
 from .plan import request_of, shown_for_run
 

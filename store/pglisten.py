@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 import structlog
 
-log = structlog.get_logger(__name__)
+logger = structlog.get_logger(__name__)
 
 Wake = Callable[[], None]
 
@@ -101,7 +101,7 @@ class Listener:
                     pause = 0.05
                     self._serve(conn)
             except psycopg.Error as err:
-                log.warning("store.listener_lost", error=type(err).__name__, retry_in_s=pause)
+                logger.warning("store.listener_lost", error=type(err).__name__, retry_in_s=pause)
             self._ready.clear()
             self._wake(None)
             if not self._closed:

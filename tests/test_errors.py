@@ -17,8 +17,8 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+from activities.language_model import OfflineModel, Providers
 from activities.llm import LLMActivities
-from activities.models import OfflineModel, Providers
 from activities.providers import OpenAIProvider
 from activities.transcript import TranscriptActivities
 from core.errors import ErrorCode, ThreadlineError

@@ -11,7 +11,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from activities.models import Message, ModelReply, ModelRequest, OfflineModel, Provider, build_request
+from activities.language_model import Message, ModelReply, ModelRequest, OfflineModel, Provider, build_request
 from activities.providers import AnthropicProvider, OpenAIProvider, build_providers, request_body
 from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings

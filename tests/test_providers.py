@@ -12,7 +12,7 @@ import pytest
 import pytest_asyncio
 import structlog
 
-from activities.models import ModelRequest, OfflineModel, Provider, build_request
+from activities.language_model import ModelRequest, OfflineModel, Provider, build_request
 from activities.providers import AnthropicProvider, OpenAIProvider, build_providers, new_http_client, retry_after
 from activities.providers._http import read_events
 from activities.providers.openai import chat_body, fits_strict

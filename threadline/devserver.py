@@ -40,7 +40,7 @@ START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
 _POLL_INTERVAL = 0.05
 
-log = structlog.get_logger(__name__)
+logger = structlog.get_logger(__name__)
 
 
 def find_temporal_binary() -> str:
@@ -174,7 +174,7 @@ class DevServer:
             await self.stop()
             raise
         elapsed_ms = round((time.monotonic() - began) * 1000)
-        log.info("devserver.started", address=self.address, ui_url=self.ui_url, startup_ms=elapsed_ms)
+        logger.info("devserver.started", address=self.address, ui_url=self.ui_url, startup_ms=elapsed_ms)
 
     async def stop(self) -> None:
         """Stop the server with SIGTERM, then SIGKILL after `STOP_TIMEOUT` seconds; safe to repeat."""
@@ -192,7 +192,7 @@ class DevServer:
                 _signal_group(process, signal.SIGKILL)
                 process.wait()
             self._process = None
-        log.info("devserver.stopped", address=self.address, returncode=process.returncode)
+        logger.info("devserver.stopped", address=self.address, returncode=process.returncode)
 
     def _command(self, binary: str) -> list[str]:
         ui = ["--ui-port", str(self._ui_port), "--ui-disable-news-fetch"] if self._ui_port else ["--headless"]

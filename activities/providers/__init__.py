@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from activities.models import Message, ModelRequest, OfflineModel, Provider, split_model
+from activities.language_model import Message, ModelRequest, OfflineModel, Provider, split_model
 from core.errors import ErrorCode, ThreadlineError
 
 from ._http import MAX_RETRY_AFTER, RETRYABLE_STATUSES, provider_error, retry_after

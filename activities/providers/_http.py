@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import httpx
 import pydantic
 
-from activities.models import ModelReply, TextSink
+from activities.language_model import ModelReply, TextSink
 from core.errors import ErrorCode, ThreadlineError
 
 from ._calls import PendingCalls

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import httpx
 import pydantic
 
-from activities.models import Message, ModelReply, ModelRequest, TextSink
+from activities.language_model import Message, ModelReply, ModelRequest, TextSink
 from core.errors import ErrorCode, ThreadlineError
 
 from ._http import Collected, is_plain, outputs_schema, parse_event, post_events, post_json, provider_error, stream_cut

@@ -1,0 +1,138 @@
+"""The layers hold by themselves: read from the source (no code runs), imports flow one way,
+`store/` knows nothing of Temporal or HTTP, workflows touch no I/O, clock or randomness, nothing
+imports the composition root but the serving commands, and no module imports itself round a circle."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = ("core", "store", "activities", "workflows", "threadline", "worker")
+"""Bottom to top: a module imports from its own layer or those below it."""
+FORBIDDEN = {
+    "store": {"temporalio", "httpx", "fastapi", "uvicorn"},
+    "workflows": {"httpx", "time", "random", "uuid", "os", "pathlib", "socket", "store", "fastapi"},
+    "core": {"httpx", "fastapi", "uvicorn"},
+    "activities": {"fastapi", "uvicorn"},
+}
+"""What each layer must not import at all (workflows: no I/O, clock, randomness, nor the store itself)."""
+WORKER_IMPORTERS = {"threadline.cli.serving"}
+
+
+def modules() -> Iterator[tuple[str, Path]]:
+    for layer in LAYERS[:-1]:
+        for path in sorted((ROOT / layer).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            yield ".".join(parts[:-1] if parts[-1] == "__init__" else parts), path
+    yield "worker", ROOT / "worker.py"
+
+
+def imports(name: str, path: Path, ours: set[str]) -> set[str]:
+    """Every module `path` imports, anywhere in it (relative imports resolved; `from package import
+    module` counts as importing that module, not the package's `__init__`)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            submodules = {f"{base}.{alias.name}" for alias in node.names} & ours
+            found.update(submodules or {base})
+            if len(submodules) < len(node.names):
+                found.add(base)
+    return found
+
+
+OURS = {name for name, _ in modules()}
+GRAPH = {name: imports(name, path, OURS) for name, path in modules()}
+
+
+def layer(module: str) -> str:
+    return module.split(".")[0]
+
+
+def project_imports(name: str) -> set[str]:
+    return {m for m in GRAPH[name] if m in OURS and m != name}
+
+
+@pytest.mark.parametrize("name", sorted(GRAPH))
+def test_imports_flow_down_the_layers(name: str) -> None:
+    """core <- store <- activities <- workflows <- threadline <- worker."""
+    rank = LAYERS.index(layer(name))
+    allowed = {"worker"} if name in WORKER_IMPORTERS else set()
+
+    upward = sorted(m for m in project_imports(name) - allowed if LAYERS.index(layer(m)) > rank)
+
+    assert [] == upward
+
+
+@pytest.mark.parametrize("name", sorted(n for n in GRAPH if layer(n) in FORBIDDEN))
+def test_a_layer_imports_nothing_it_must_not(name: str) -> None:
+    """store/ has no Temporal or HTTP; workflows/ no I/O, clock, randomness or store; core no HTTP."""
+    banned = FORBIDDEN[layer(name)]
+    if name == "workflows.attributes":
+        banned = banned - {"store"}
+
+    found = sorted(m for m in GRAPH[name] if m.split(".")[0] in banned)
+
+    assert [] == found
+
+
+def test_only_the_serving_commands_import_the_composition_root() -> None:
+    """worker.py is on top: the CLI's serving commands reach it through one narrow function."""
+    importers = {
+        name for name, found in GRAPH.items() if "worker" in found or any(m.startswith("worker.") for m in found)
+    }
+
+    assert WORKER_IMPORTERS == importers
+
+
+def test_no_module_imports_itself_round_a_circle() -> None:
+    """No import cycles (every import counts, also those inside functions)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(project_imports(node)):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for name in sorted(GRAPH):
+        if name not in index:
+            visit(name)
+
+    assert [] == cycles
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "workflows").glob("*.py")), ids=lambda p: p.name)
+def test_workflow_code_opens_no_file(path: Path) -> None:
+    """No `open(...)` in workflow code (ruff's banned-api covers modules, not builtins)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "open"]
+
+    assert [] == calls
