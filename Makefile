@@ -1,9 +1,10 @@
-# One task runner: `make test` sets up .venv on a fresh machine (only Python needed), then runs the suite.
+# One task runner: `make test` sets up .venv on a fresh machine (only Python needed), then runs what CI
+# runs: ruff (lint and format), mypy --strict, and the tests on every core.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test check lint typecheck fmt conformance bench dev clean
+.PHONY: run test pytest check lint typecheck fmt conformance bench dev clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -11,8 +12,10 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-test: $(BIN)/.installed
-	$(BIN)/pytest $(PYTEST_ARGS)
+test: lint typecheck pytest
+
+pytest: $(BIN)/.installed
+	$(BIN)/pytest -n auto $(PYTEST_ARGS)
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
@@ -25,7 +28,7 @@ fmt: $(BIN)/.installed
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-check: lint typecheck test
+check: test
 
 conformance: $(BIN)/.installed
 	$(BIN)/python -m store.conformance

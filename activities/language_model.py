@@ -170,7 +170,9 @@ class OfflineModel:
     """A deterministic model that needs no key and no network: it answers any program.
 
     Its text says what it was asked and how many earlier turns it was shown, so a conversation
-    visibly remembers. `delay` seconds per reply are spent streaming the text in pieces.
+    visibly remembers. `delay` seconds per reply are spent streaming the text in pieces; with
+    `hold`, each reply waits after its first word until the event is set (a turn that runs exactly
+    as long as its caller wants, for demonstrations and tests).
 
     With tools it makes one round of calls, so tool turns run with no network too. If tools are
     offered and no `tool` message follows the last user message, it asks for each offered tool
@@ -180,8 +182,9 @@ class OfflineModel:
     answers, quoting each result (`Tools said: read_note: ...`).
     """
 
-    def __init__(self, *, delay: float = 0.0) -> None:
+    def __init__(self, *, delay: float = 0.0, hold: asyncio.Event | None = None) -> None:
         self.delay = delay
+        self.hold = hold
 
     async def complete(self, request: ModelRequest, on_text: TextSink | None = None) -> ModelReply:
         """Answer `request` (or ask for its tools) after `delay` seconds, streaming word by word."""
@@ -202,6 +205,8 @@ class OfflineModel:
                 await asyncio.sleep(pause)
             if on_text is not None:
                 await on_text(word if i == 0 else " " + word)
+            if i == 0 and self.hold is not None:
+                await self.hold.wait()
         outputs = {f["name"]: _sample(f["shape"], text, earlier) for f in request.outputs}
         return ModelReply(outputs=outputs, model="offline", usage=_usage(request, len(words)), text=text)
 

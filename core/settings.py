@@ -71,6 +71,8 @@ class Settings:
     """`THREADLINE_IDLE_TIMEOUT_S`: a conversation idle this long closes; the next turn reopens it."""
     programs: tuple[str, ...] = ()
     """`THREADLINE_PROGRAMS=module,...`: modules whose programs the worker registers."""
+    attributes_every_s: float = 10.0
+    """`THREADLINE_ATTRIBUTES_EVERY_S`: a conversation writes its search attributes at most this often."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -87,6 +89,7 @@ class Settings:
             offline_delay_s=_float(env, "THREADLINE_OFFLINE_DELAY_S", 0.0),
             idle_timeout_s=_float(env, "THREADLINE_IDLE_TIMEOUT_S", DEFAULT_IDLE_TIMEOUT_S),
             programs=tuple(p.strip() for p in env.get("THREADLINE_PROGRAMS", "").split(",") if p.strip()),
+            attributes_every_s=_float(env, "THREADLINE_ATTRIBUTES_EVERY_S", 10.0),
         )
 
     def store_folder(self, name: str) -> Path:

@@ -83,11 +83,6 @@ def _folder(settings: Settings) -> Path:
     return settings.store_folder("default")
 
 
-def slow(settings: Settings, delay: float) -> Settings:
-    """`settings` whose offline model takes `delay` seconds per reply."""
-    return dataclasses.replace(settings, offline_delay_s=delay)
-
-
 @pytest.fixture(name="cid")
 def _cid() -> str:
     """A conversation id no other test uses (workflow ids are shared by every test on the server)."""

@@ -19,10 +19,10 @@ def recorded(folder: Path) -> list[str]:
     return FolderStore(folder).conversations()
 
 
-async def test_unknown_program_is_refused(tl: Threadline, worker: Worker, folder: Path) -> None:
+async def test_unknown_program_is_refused(tl: Threadline, worker: Worker, folder: Path, cid: str) -> None:
     """A program the worker does not have: `program-unknown`."""
     with pytest.raises(ThreadlineError) as refused:
-        await tl.conversation("no-such-program", id="bad-program").send(message="hi")
+        await tl.conversation("no-such-program", id=cid).send(message="hi")
 
     assert "program-unknown" == refused.value.code
     assert [] == recorded(folder)
@@ -43,10 +43,10 @@ async def test_inputs_that_do_not_match_are_refused(
     assert [] == recorded(folder)
 
 
-async def test_an_input_over_one_megabyte_is_refused_before_sending(tl: Threadline, folder: Path) -> None:
+async def test_an_input_over_one_megabyte_is_refused_before_sending(tl: Threadline, folder: Path, cid: str) -> None:
     """Inputs over 1 MB are refused by the client: nothing reaches Temporal or the log."""
     with pytest.raises(ThreadlineError) as refused:
-        await tl.conversation("tutor", id="too-big").send("x" * (1 << 20))
+        await tl.conversation("tutor", id=cid).send("x" * (1 << 20))
 
     assert "input-too-large" == refused.value.code
     assert [] == recorded(folder)
@@ -61,18 +61,18 @@ def test_an_invalid_conversation_id_is_refused(tl: Threadline, bad: str) -> None
     assert "conversation-id" == refused.value.code
 
 
-def test_an_unknown_store_is_refused(tl: Threadline) -> None:
+def test_an_unknown_store_is_refused(tl: Threadline, cid: str) -> None:
     """A store no setting names: `store-unknown`."""
     with pytest.raises(ThreadlineError) as refused:
-        tl.conversation("tutor", id="x", store="elsewhere")
+        tl.conversation("tutor", id=cid, store="elsewhere")
 
     assert "store-unknown" == refused.value.code
 
 
-async def test_continuing_an_unknown_turn_is_refused(tl: Threadline, worker: Worker, folder: Path) -> None:
+async def test_continuing_an_unknown_turn_is_refused(tl: Threadline, worker: Worker, folder: Path, cid: str) -> None:
     """continue_from a turn the conversation does not hold: `turn-unknown`, nothing recorded."""
     with pytest.raises(ThreadlineError) as refused:
-        await tl.conversation("tutor", id="no-turn").continue_from("01926d00-0001-7000-8000-000000000000").send("x")
+        await tl.conversation("tutor", id=cid).continue_from("01926d00-0001-7000-8000-000000000000").send("x")
 
     assert "turn-unknown" == refused.value.code
     assert [] == recorded(folder)

@@ -28,7 +28,7 @@ from core.settings import Settings
 from core.temporal import workflow_id
 from store.folder import FolderStore
 from store.records import entry_record
-from tests.conftest import slow
+from tests.kit import slow
 from threadline.cli.output import short_id
 from threadline.client import Threadline
 from threadline.devserver import free_port

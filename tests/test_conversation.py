@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.language_model import OfflineModel
 from core.errors import ThreadlineError
 from core.settings import Settings
 from core.temporal import workflow_id
 from store.folder import FolderStore
 from store.log import Log
-from tests.conftest import slow
-from threadline.client import Threadline
+from threadline.client import Conversation, Threadline, connect
 from worker import build_worker
 
 
@@ -23,9 +24,9 @@ def records(folder: Path, conversation: str) -> list[dict[str, object]]:
     return FolderStore(folder).read(conversation)
 
 
-async def test_turns_see_earlier_turns(tl: Threadline, worker: Worker) -> None:
+async def test_turns_see_earlier_turns(tl: Threadline, worker: Worker, cid: str) -> None:
     """Each turn continues the last and is shown every earlier turn of its branch."""
-    chat = tl.conversation("tutor", id="alex")
+    chat = tl.conversation("tutor", id=cid)
 
     first = await chat.predict("Hi, I'm Alex.")
     second = await chat.predict("What is 1/2 + 1/3?")
@@ -39,15 +40,15 @@ async def test_turns_see_earlier_turns(tl: Threadline, worker: Worker) -> None:
     assert third.usage["total_tokens"] > 0
 
 
-async def test_continue_from_branches_and_head_moves(tl: Threadline, worker: Worker) -> None:
+async def test_continue_from_branches_and_head_moves(tl: Threadline, worker: Worker, cid: str) -> None:
     """continue_from makes a branch beside the head; a head move makes every new view continue there."""
-    chat = tl.conversation("tutor", id="branches")
+    chat = tl.conversation("tutor", id=cid)
     one = await chat.predict("one")
     two = await chat.predict("two")
 
     beside = await chat.continue_from(one.id).predict("beside two")
     await chat.head(two.id)
-    after_head = await tl.conversation("tutor", id="branches").predict("after the head")
+    after_head = await tl.conversation("tutor", id=cid).predict("after the head")
 
     assert one.id == beside.parent
     assert [one.id] == beside.saw
@@ -56,74 +57,112 @@ async def test_continue_from_branches_and_head_moves(tl: Threadline, worker: Wor
     assert 4 == len(await chat.turns(all=True))
 
 
-async def test_queue_waits_for_the_running_turn(tl: Threadline, client: Client, settings: Settings) -> None:
+def held(hold: asyncio.Event) -> dict[str, OfflineModel]:
+    """An offline model whose replies wait after their first word until `hold` is set."""
+    return {"offline": OfflineModel(hold=hold)}
+
+
+async def running(chat: Conversation, turn: str) -> None:
+    """Wait until `turn` reads `running` in the log."""
+    for _ in range(500):
+        if (await chat.turn(turn)).state == "running":
+            return
+        await asyncio.sleep(0.01)
+    raise TimeoutError(f"turn {turn} never ran")
+
+
+async def test_queue_waits_for_the_running_turn(tl: Threadline, client: Client, settings: Settings, cid: str) -> None:
     """With `queue`, a second send waits for the running head and continues from it."""
-    async with build_worker(client, slow(settings, 1.0)):
-        chat = tl.conversation("tutor", id="queue")
+    hold = asyncio.Event()
+    async with build_worker(client, settings, providers=held(hold)):
+        chat = tl.conversation("tutor", id=cid)
         first = await chat.send("first")
-        second = await tl.conversation("tutor", id="queue").send("second")
-        done = [await first.result(), await second.result()]
+        assert first.id is not None
+        await running(chat, first.id)
+        second = tl.conversation("tutor", id=cid).send("second")
+        waiting = asyncio.ensure_future(second)
+        await asyncio.sleep(0.3)
+        placed_while_running = waiting.done()
+        hold.set()
+        done = [await first.result(), await (await waiting).result()]
 
+    assert not placed_while_running
     assert ["done", "done"] == [t.state for t in done]
-    assert first.id == second.parent
+    assert first.id == done[1].parent
 
 
-async def test_refuse_answers_busy_and_records_nothing(tl: Threadline, client: Client, settings: Settings) -> None:
+async def test_refuse_answers_busy_and_records_nothing(
+    tl: Threadline, client: Client, settings: Settings, cid: str
+) -> None:
     """With `refuse`, a send while the head runs is refused `conversation-busy`."""
-    async with build_worker(client, slow(settings, 1.0)):
-        first = await tl.conversation("tutor", id="refuse").send("first")
-        count = len(records(settings.store_folder("default"), "refuse"))
+    hold = asyncio.Event()
+    async with build_worker(client, settings, providers=held(hold)):
+        first = await tl.conversation("tutor", id=cid).send("first")
+        assert first.id is not None
+        await running(tl.conversation("tutor", id=cid), first.id)
+        count = len(records(settings.store_folder("default"), cid))
 
         with pytest.raises(ThreadlineError) as refused:
-            await tl.conversation("tutor", id="refuse", sends="refuse").send("second")
+            await tl.conversation("tutor", id=cid, sends="refuse").send("second")
+        hold.set()
         await first.result()
 
     assert "conversation-busy" == refused.value.code
-    log = Log(records(settings.store_folder("default"), "refuse"))
+    log = Log(records(settings.store_folder("default"), cid))
     assert [first.id] == log.order
     assert count + 1 == log.n  # only the first turn's ended record came after
 
 
-async def test_branch_goes_beside_the_running_turn(tl: Threadline, client: Client, settings: Settings) -> None:
+async def test_branch_goes_beside_the_running_turn(
+    tl: Threadline, client: Client, settings: Settings, cid: str
+) -> None:
     """With `branch`, a send while the head runs continues the head's nearest done ancestor, at once."""
-    async with build_worker(client, slow(settings, 1.5)):
-        chat = tl.conversation("tutor", id="branch", sends="branch")
+    hold = asyncio.Event()
+    hold.set()
+    async with build_worker(client, settings, providers=held(hold)):
+        chat = tl.conversation("tutor", id=cid, sends="branch")
         base = await chat.predict("base")
-        running = await chat.send("slow")
-        beside = await tl.conversation("tutor", id="branch", sends="branch").send("beside")
-        results = await asyncio.gather(running.result(), beside.result())
+        hold.clear()
+        slow = await chat.send("slow")
+        assert slow.id is not None
+        await running(chat, slow.id)
+        beside = await tl.conversation("tutor", id=cid, sends="branch").send("beside")
+        placed_while_running = (await chat.turn(slow.id)).state
+        hold.set()
+        results = await asyncio.gather(slow.result(), beside.result())
 
-    assert [base.id, base.id] == [running.parent, beside.parent]
+    assert "running" == placed_while_running
+    assert [base.id, base.id] == [slow.parent, beside.parent]
     assert ["done", "done"] == [t.state for t in results]
 
 
 async def test_the_same_request_id_is_one_turn_across_continue_as_new(
-    tl: Threadline, client: Client, worker: Worker, folder: Path
+    tl: Threadline, client: Client, worker: Worker, folder: Path, cid: str
 ) -> None:
     """Sends repeat a request id: one turn each, also after the workflow continued as new."""
-    chat = tl.conversation("tutor", id="dedupe")
+    chat = tl.conversation("tutor", id=cid)
     first = await chat.predict("first", request_id="r-0")
-    run_id = (await client.get_workflow_handle(workflow_id("default", "dedupe")).describe()).run_id
+    run_id = (await client.get_workflow_handle(workflow_id("default", cid)).describe()).run_id
     for k in range(1, 12):
         await chat.predict(f"turn {k}", request_id=f"r-{k}")
-    count = Log(records(folder, "dedupe")).n
+    count = Log(records(folder, cid)).n
 
     again = [await chat.predict("first", request_id="r-0"), await chat.predict("turn 11", request_id="r-11")]
 
-    description = await client.get_workflow_handle(workflow_id("default", "dedupe")).describe()
+    description = await client.get_workflow_handle(workflow_id("default", cid)).describe()
     assert run_id != description.run_id  # it continued as new at least once
     assert [first.id, (await chat.turns())[-1].id] == [t.id for t in again]
-    assert count == Log(records(folder, "dedupe")).n
-    assert 12 == len(Log(records(folder, "dedupe")).order)
+    assert count == Log(records(folder, cid)).n
+    assert 12 == len(Log(records(folder, cid)).order)
 
 
 async def test_idle_conversation_closes_and_reopens_from_the_log(
-    tl: Threadline, client: Client, worker: Worker
+    tl: Threadline, client: Client, worker: Worker, cid: str
 ) -> None:
     """After its idle time the workflow completes; the next send reopens it and continues the log."""
-    chat = tl.conversation("tutor", id="idle", idle_timeout_s=0.5)
+    chat = tl.conversation("tutor", id=cid, idle_timeout_s=0.5)
     first = await chat.predict("before", request_id="before")
-    handle = client.get_workflow_handle(workflow_id("default", "idle"))
+    handle = client.get_workflow_handle(workflow_id("default", cid))
     assert "idle" == await asyncio.wait_for(handle.result(), timeout=20)
 
     again = await chat.predict("before", request_id="before")
@@ -135,12 +174,13 @@ async def test_idle_conversation_closes_and_reopens_from_the_log(
 
 
 async def test_search_attributes_catch_up_after_a_burst(
-    tl: Threadline, client: Client, worker: Worker, cid: str
+    client: Client, settings: Settings, worker: Worker, cid: str
 ) -> None:
-    """The UI's filters see the conversation, its program and store, and (within ten seconds of a
-    burst of turns) its turn count and state, never content."""
+    """The UI's filters see the conversation, its program and store, and (within the attribute
+    interval after a burst of turns) its turn count and state, never content."""
     from workflows.attributes import CONVERSATION_KEY, PROGRAM_KEY, STATE_KEY, TURNS_KEY
 
+    tl = await connect(dataclasses.replace(settings, attributes_every_s=0.2), client=client)
     chat = tl.conversation("tutor", id=cid)
     for text in ("one", "two", "three"):
         await chat.predict(text)

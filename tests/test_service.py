@@ -14,7 +14,7 @@ from temporalio.worker import Worker
 
 from core.settings import Settings
 from core.temporal import workflow_id
-from tests.conftest import slow
+from tests.kit import slow
 from tests.service_kit import read_events, recorded, send, serving, texts
 from threadline.client import Threadline
 from threadline.http import create_app

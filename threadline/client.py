@@ -136,6 +136,7 @@ class Threadline:
             lm=lm,
             idle_timeout_s=self.settings.idle_timeout_s if idle_timeout_s is None else idle_timeout_s,
             search_attributes=bool(self.search_attributes),
+            attributes_every_s=self.settings.attributes_every_s,
         )
         return Conversation(self, config)
 
