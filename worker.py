@@ -25,6 +25,7 @@ from core import logs
 from core.settings import Settings
 from core.temporal import connect_temporal
 from store.base import Store
+from store.blobs import open_blobs
 from store.folder import FolderStore
 from store.program import load_programs
 from store.reader import AsyncStore, LogCache, Stores, Threaded
@@ -100,7 +101,9 @@ async def run(settings: Settings, *, client: Client | None = None, stop: asyncio
         loop.add_signal_handler(sig, stop.set)
     async with new_http_client() as http:
         providers = build_providers(settings, http)
-        worker = build_worker(client or await connect_temporal(settings), settings, providers=providers)
+        worker = build_worker(
+            client or await connect_temporal(settings, open_blobs(settings)), settings, providers=providers
+        )
         async with worker:
             logger.info(
                 "worker.started", task_queue=settings.task_queue, address=settings.address, providers=sorted(providers)

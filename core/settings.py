@@ -71,6 +71,9 @@ class Settings:
     """`THREADLINE_IDLE_TIMEOUT_S`: a conversation idle this long closes; the next turn reopens it."""
     programs: tuple[str, ...] = ()
     """`THREADLINE_PROGRAMS=module,...`: modules whose programs the worker registers."""
+    payloads: Path | None = None
+    """`THREADLINE_PAYLOADS`: the folder where payloads too large for Temporal's history are kept (the
+    claim check); every client and worker of a deployment must share it. Default `$THREADLINE_DATA/payloads`."""
     attributes_every_s: float = 10.0
     """`THREADLINE_ATTRIBUTES_EVERY_S`: a conversation writes its search attributes at most this often."""
 
@@ -89,8 +92,16 @@ class Settings:
             offline_delay_s=_float(env, "THREADLINE_OFFLINE_DELAY_S", 0.0),
             idle_timeout_s=_float(env, "THREADLINE_IDLE_TIMEOUT_S", DEFAULT_IDLE_TIMEOUT_S),
             programs=tuple(p.strip() for p in env.get("THREADLINE_PROGRAMS", "").split(",") if p.strip()),
+            payloads=Path(env["THREADLINE_PAYLOADS"]).expanduser().absolute()
+            if env.get("THREADLINE_PAYLOADS")
+            else None,
             attributes_every_s=_float(env, "THREADLINE_ATTRIBUTES_EVERY_S", 10.0),
         )
+
+    @property
+    def payload_folder(self) -> Path:
+        """Where payloads too large for history are kept (`THREADLINE_PAYLOADS`, else `$THREADLINE_DATA/payloads`)."""
+        return self.payloads or self.data / "payloads"
 
     def store_folder(self, name: str) -> Path:
         """The folder of the store named `name`.

@@ -8,14 +8,17 @@ flag and details intact. `store/` never imports this module.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from collections.abc import Awaitable, Callable
+import hashlib
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter
+from temporalio.converter import DataConverter, PayloadCodec
 from temporalio.exceptions import ActivityError, ApplicationError, ApplicationErrorCategory, CancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -34,10 +37,12 @@ def workflow_id(store: str, conversation: str) -> str:
     return f"conversation/{store}/{conversation}"
 
 
-async def connect_temporal(settings: Settings) -> Client:
-    """A client of `settings.address` with the data converter every Threadline process shares."""
+async def connect_temporal(settings: Settings, blobs: Blobs | None = None) -> Client:
+    """A client of `settings.address` with the data converter every Threadline process shares
+    (with `blobs`, the claim check: large payloads are kept there, not in history)."""
+    converter = data_converter(blobs)
     try:
-        return await Client.connect(settings.address, namespace=settings.namespace, data_converter=DATA_CONVERTER)
+        return await Client.connect(settings.address, namespace=settings.namespace, data_converter=converter)
     except RuntimeError as err:
         raise ThreadlineError(
             ErrorCode.SERVER_UNAVAILABLE,
@@ -104,3 +109,66 @@ def coded(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
 def raise_coded(err: BaseException) -> Any:
     """Raise `err` as the coded `ApplicationError` an update handler answers with (never returns)."""
     raise to_failure(from_failure(err)) from None
+
+
+# ----- the claim check: large payloads stay out of history
+
+CLAIM_CHECK_ENCODING = b"threadline/claim-check"
+CLAIM_CHECK_THRESHOLD = 2048
+"""Payloads larger than this many bytes are kept in the payload store; history holds their key."""
+
+
+class Blobs(Protocol):
+    """A content-addressed store of payload bytes, shared by every client and worker of a deployment."""
+
+    async def put(self, key: str, data: bytes) -> None:
+        """Keep `data` under `key` (its hash) durably before returning; nothing when it is there."""
+        ...
+
+    async def get(self, key: str) -> bytes:
+        """The bytes kept under `key` (`store-invalid` when there are none)."""
+        ...
+
+
+class ClaimCheck(PayloadCodec):
+    """Temporal's claim-check pattern as a payload codec: a payload over the threshold is written to
+    the payload store under its SHA-256 and crosses Temporal as a small reference, so a send of 1 MB
+    costs history the same few hundred bytes as a send of 1 KB. Smaller payloads pass untouched."""
+
+    def __init__(self, blobs: Blobs, *, threshold: int = CLAIM_CHECK_THRESHOLD) -> None:
+        self.blobs = blobs
+        self.threshold = threshold
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        """Replace each large payload with its key, after its bytes are kept."""
+        out = []
+        for payload in payloads:
+            data = payload.SerializeToString()
+            if len(data) <= self.threshold:
+                out.append(payload)
+                continue
+            key = "sha256:" + hashlib.sha256(data).hexdigest()
+            await self.blobs.put(key, data)
+            metadata = {"encoding": CLAIM_CHECK_ENCODING, "size": str(len(data)).encode()}
+            out.append(Payload(metadata=metadata, data=key.encode()))
+        return out
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        """Bring back each referenced payload from the payload store."""
+        out = []
+        for payload in payloads:
+            if payload.metadata.get("encoding") != CLAIM_CHECK_ENCODING:
+                out.append(payload)
+                continue
+            found = Payload()
+            found.ParseFromString(await self.blobs.get(payload.data.decode()))
+            out.append(found)
+        return out
+
+
+def data_converter(blobs: Blobs | None) -> DataConverter:
+    """The converter of every client, worker and replayer: pydantic, and the claim check when a
+    payload store is given."""
+    if blobs is None:
+        return DATA_CONVERTER
+    return dataclasses.replace(DATA_CONVERTER, payload_codec=ClaimCheck(blobs))

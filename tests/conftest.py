@@ -12,11 +12,12 @@ import pytest
 import pytest_asyncio
 import structlog
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from core.settings import Settings
+from core.temporal import data_converter
+from store.blobs import FolderBlobs
 from tests.pg_kit import postgres_server
 from threadline.client import Threadline, connect
 from threadline.devserver import find_temporal_binary
@@ -34,12 +35,18 @@ def _reset_structlog() -> Iterator[None]:
     structlog.reset_defaults()
 
 
+@pytest.fixture(scope="session", name="payloads")
+def _payloads(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's payload store (the claim check's): every client and worker of the run shares it."""
+    return tmp_path_factory.mktemp("payloads")
+
+
 @pytest_asyncio.fixture(scope="session", name="env")
-async def _env() -> AsyncIterator[WorkflowEnvironment]:
+async def _env(payloads: Path) -> AsyncIterator[WorkflowEnvironment]:
     extra = ["--dynamic-config-value", f"limit.historyCount.suggestContinueAsNew={SUGGEST_CONTINUE_AS_NEW_AT}"]
     async with await WorkflowEnvironment.start_local(
         dev_server_existing_path=find_temporal_binary(),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(FolderBlobs(payloads)),
         search_attributes=list(SEARCH_ATTRIBUTE_KEYS),
         dev_server_extra_args=extra,
         ip="127.0.0.1",
@@ -53,7 +60,7 @@ def _client(env: WorkflowEnvironment) -> Client:
 
 
 @pytest.fixture(name="settings")
-def _settings(tmp_path: Path, env: WorkflowEnvironment) -> Settings:
+def _settings(tmp_path: Path, env: WorkflowEnvironment, payloads: Path) -> Settings:
     data = tmp_path / "data"
     address = env.client.service_client.config.target_host
     return dataclasses.replace(
@@ -62,6 +69,7 @@ def _settings(tmp_path: Path, env: WorkflowEnvironment) -> Settings:
         stores={"default": data / "store"},
         address=address,
         task_queue=f"test-{uuid.uuid4()}",
+        payloads=payloads,
     )
 
 

@@ -48,7 +48,12 @@ def clean_env(**values: str) -> dict[str, str]:
 
 @pytest.fixture(name="cli_env")
 def _cli_env(settings: Settings) -> dict[str, str]:
-    return clean_env(temporal_address=settings.address, data=str(settings.data), task_queue=settings.task_queue)
+    return clean_env(
+        temporal_address=settings.address,
+        data=str(settings.data),
+        task_queue=settings.task_queue,
+        payloads=str(settings.payload_folder),
+    )
 
 
 async def threadline(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:

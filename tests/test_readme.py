@@ -28,6 +28,7 @@ async def test_the_python_quickstart_runs(settings: Settings, worker: Worker, tm
         "THREADLINE_TEMPORAL_ADDRESS": settings.address,
         "THREADLINE_TASK_QUEUE": settings.task_queue,
         "THREADLINE_DATA": str(settings.data),
+        "THREADLINE_PAYLOADS": str(settings.payload_folder),
     }
 
     process = await asyncio.create_subprocess_exec(

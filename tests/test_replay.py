@@ -7,18 +7,18 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
 from temporalio.worker import Replayer, Worker
 
-from core.temporal import workflow_id
+from core.temporal import DATA_CONVERTER, workflow_id
 from threadline.client import Threadline
 from workflows.conversation import ConversationWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
 
 
-def replayer() -> Replayer:
-    return Replayer(workflows=[ConversationWorkflow], data_converter=pydantic_data_converter)
+def replayer(converter: DataConverter = DATA_CONVERTER) -> Replayer:
+    return Replayer(workflows=[ConversationWorkflow], data_converter=converter)
 
 
 async def test_a_fresh_history_replays(tl: Threadline, client: Client, worker: Worker, cid: str) -> None:
@@ -34,7 +34,7 @@ async def test_a_fresh_history_replays(tl: Threadline, client: Client, worker: W
 
     history = await client.get_workflow_handle(workflow_id("default", cid)).fetch_history()
 
-    await replayer().replay_workflow(history)
+    await replayer(client.data_converter).replay_workflow(history)
 
 
 def kept() -> list[WorkflowHistory]:

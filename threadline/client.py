@@ -42,6 +42,7 @@ from core.models import (
 from core.settings import Settings
 from core.temporal import connect_temporal, from_failure, workflow_id
 from store.base import check_id
+from store.blobs import open_blobs
 from store.folder import FolderStore
 from store.log import Log
 from store.program import Program, load_programs
@@ -97,7 +98,7 @@ class Threadline:
     async def temporal(self) -> Client:
         """The Temporal client, connected on first use (and Threadline's search attributes looked up)."""
         if self._client is None:
-            self._client = await connect_temporal(self.settings)
+            self._client = await connect_temporal(self.settings, open_blobs(self.settings))
         if self.search_attributes is None:
             self.search_attributes = await _registered(self._client, self.settings.namespace)
         return self._client

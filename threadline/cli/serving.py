@@ -15,6 +15,7 @@ from temporalio.client import Client
 from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings
 from core.temporal import connect_temporal, workflow_id
+from store.blobs import open_blobs
 from threadline.client import connect
 from threadline.devserver import DevServer
 
@@ -66,7 +67,7 @@ async def run_dev(args: argparse.Namespace, out: Output) -> int:
         if args.server_only:
             await stop.wait()
             return 0
-        client = await connect_temporal(settings)
+        client = await connect_temporal(settings, open_blobs(settings))
         demo = asyncio.create_task(_demo(client, settings, ui_url=server.ui_url, out=out)) if args.demo else None
         try:
             await _run_worker(settings, client=client, stop=stop)
@@ -80,7 +81,7 @@ async def run_dev(args: argparse.Namespace, out: Output) -> int:
 async def run_worker(args: argparse.Namespace, out: Output) -> int:
     """Run a worker for the server at THREADLINE_TEMPORAL_ADDRESS until SIGINT or SIGTERM."""
     settings = Settings.from_env()
-    client = await connect_temporal(settings)
+    client = await connect_temporal(settings, open_blobs(settings))
     data = {"address": settings.address, "task_queue": settings.task_queue}
     out.emit(data, f"Worker on task queue {settings.task_queue!r} at {settings.address}; press Ctrl-C to stop.")
     await _run_worker(settings, client=client)
