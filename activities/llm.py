@@ -61,7 +61,7 @@ class LLMActivities:
         config = input.config
         program = find_program(self.programs, input.send.program or config.program)
         lm = input.send.lm or config.lm or self.default_model
-        conversation = self.logs.get(config.store, config.conversation)
+        conversation = await self.logs.open(config.store, config.conversation, config.store_id)
         run = TurnRun(conversation, program, input, rule_of(config, input.send), self.streams.get(config.store))
         try:
             provider, name = self.providers.resolve(lm)
@@ -76,13 +76,13 @@ class LLMActivities:
     async def prepare_turn(self, input: BeginInput) -> PrepareResult:
         """Before a send is placed: classify its topic (and place it by topic under `branch`). The
         classification is kept in the log before it is used, so a retry pays for it once."""
-        return await self._preparer(input).prepare(input.config, input.send, record=True)
+        return await (await self._preparer(input)).prepare(input.config, input.send, record=True)
 
     @activity.defn(name="summarise_branch")
     @coded
     async def summarise_branch(self, input: RunInput) -> None:
         """After a turn ended done: extend its branch's summary if one is due (a model call)."""
-        await self._preparer(input).summarise(input.config, input.send, input.turn)
+        await (await self._preparer(input)).summarise(input.config, input.send, input.turn)
 
     @activity.defn(name="render_turn")
     @coded
@@ -92,9 +92,10 @@ class LLMActivities:
         config, send = input.config, input.send
         program = find_program(self.programs, send.program or config.program)
         inputs = program.validate_inputs(send.inputs)
-        placement = await self._preparer(input).prepare(config, send, record=False)
+        preparer = await self._preparer(input)
+        placement = await preparer.prepare(config, send, record=False)
         request = turn_request(config, placement.applied(send), inputs)
-        log = await self.logs.get(config.store, config.conversation).read()
+        log = await preparer.conversation.read()
         model = send.lm or config.lm or self.default_model
         plan = plan_turn(log, program, request, model=split_model(model)[1], now=now())
         decided = plan.decided
@@ -108,7 +109,8 @@ class LLMActivities:
             request=request_body(model, plan.request),
         )
 
-    def _preparer(self, input: BeginInput | RunInput) -> Preparer:
+    async def _preparer(self, input: BeginInput | RunInput) -> Preparer:
         config, send = input.config, input.send
         model = send.lm or config.lm or self.default_model
-        return Preparer(self.logs.get(config.store, config.conversation), self.providers, model)
+        conversation = await self.logs.open(config.store, config.conversation, config.store_id)
+        return Preparer(conversation, self.providers, model)

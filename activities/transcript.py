@@ -24,7 +24,7 @@ from core.models import (
     TurnOutcome,
     TurnRef,
     WatchInput,
-    check_input_size,
+    check_inputs,
 )
 from core.temporal import coded
 from store.log import Log, Turn
@@ -64,20 +64,23 @@ class TranscriptActivities:
         its first `lease` in one conditional append (decided again on conflict)."""
         config, send = input.config, input.send
         program = self.program(send.program or config.program)
-        check_input_size(send.inputs)  # a signal may come from any SDK or the Temporal CLI, not only our client
+        check_inputs(send.inputs)  # a signal may come from any SDK or the Temporal CLI, not only our client
         request = turn_request(config, send, program.validate_inputs(send.inputs))
-        conversation = self.logs.get(config.store, config.conversation)
+        conversation = await self.logs.open(config.store, config.conversation, config.store_id)
+        store_id = await self.logs.stores.identity(config.store)
         while True:
             log = await conversation.read()
             if send.continue_from and send.continue_from not in log.turns:
                 raise ThreadlineError(ErrorCode.TURN_UNKNOWN, f"turn {send.continue_from} is not in this conversation")
             decided = plan_turn(log, program, request, model="", now=now()).decided
             if isinstance(decided, Busy):
-                return BeginResult(kind="busy", turn=decided.turn, records=log.n)
+                return BeginResult(kind="busy", turn=decided.turn, records=log.n, store_id=store_id)
             if not isinstance(decided, Begin):
                 existing = log.turns[decided.turn]
                 outcome = outcome_of(existing, send.request_id)
-                return BeginResult(kind="existing", turn=existing.id, parent=existing.parent, outcome=outcome)
+                return BeginResult(
+                    kind="existing", turn=existing.id, parent=existing.parent, outcome=outcome, store_id=store_id
+                )
             try:
                 await conversation.append(decided.records, expect=decided.expect)
             except ThreadlineError as err:
@@ -85,13 +88,13 @@ class TranscriptActivities:
                     raise
                 continue
             logger.info("turn.begun", conversation=config.conversation, turn=decided.turn, parent=decided.parent)
-            return BeginResult(kind="begun", turn=decided.turn, parent=decided.parent, records=log.n)
+            return BeginResult(kind="begun", turn=decided.turn, parent=decided.parent, records=log.n, store_id=store_id)
 
     @activity.defn(name="follow_turn")
     @coded
     async def follow_turn(self, ref: TurnRef) -> RunResult:
         """Wait while another writer runs the turn: until it ends, or reads `interrupted` (claim it then)."""
-        conversation = self.logs.get(ref.store, ref.conversation)
+        conversation = await self.logs.open(ref.store, ref.conversation, ref.store_id)
         while True:
             turn = await conversation.turn(ref.turn)
             outcome = outcome_of(turn, ref.request_id)
@@ -106,7 +109,8 @@ class TranscriptActivities:
     @coded
     async def stop_turn(self, ref: TurnRef) -> None:
         """Append a `stop` for a running turn (its runner ends it), or abandon a waiting or interrupted one."""
-        await self.logs.get(ref.store, ref.conversation).append_if(ref.turn, _stop)
+        conversation = await self.logs.open(ref.store, ref.conversation, ref.store_id)
+        await conversation.append_if(ref.turn, _stop)
 
     @activity.defn(name="move_head")
     @coded
@@ -115,7 +119,7 @@ class TranscriptActivities:
 
         Conditional, and nothing when the head is there already: a retried try writes no second record.
         """
-        conversation = self.logs.get(ref.store, ref.conversation)
+        conversation = await self.logs.open(ref.store, ref.conversation, ref.store_id)
 
         def build(log: Log, turn: Turn) -> list[Record] | None:
             return None if log.head == turn.id else [head_record(turn.id, at=iso(now()))]
@@ -131,7 +135,8 @@ class TranscriptActivities:
         def build(_: Log, turn: Turn) -> list[Record] | None:
             return None if turn.ended else [failed_record(turn.id, failure, attempt=turn.attempt, saw=[])]
 
-        turn = await self.logs.get(ref.store, ref.conversation).append_if(ref.turn, build)
+        conversation = await self.logs.open(ref.store, ref.conversation, ref.store_id)
+        turn = await conversation.append_if(ref.turn, build)
         outcome = outcome_of(turn, ref.request_id)
         if outcome is None:  # cannot be: the append above ended it, or someone else had
             raise ThreadlineError(ErrorCode.INTERNAL, f"turn {turn.id} did not end", retryable=True)
@@ -141,7 +146,8 @@ class TranscriptActivities:
     @coded
     async def watch_log(self, input: WatchInput) -> bool:
         """Wait until the conversation holds more than `input.after` records (True) or the timeout passes."""
-        return await self.logs.get(input.store, input.conversation).wait(input.after, input.timeout_s)
+        conversation = await self.logs.open(input.store, input.conversation, input.store_id)
+        return await conversation.wait(input.after, input.timeout_s)
 
 
 def find_program(programs: Mapping[str, Program], name: str) -> Program:

@@ -25,13 +25,52 @@ MAX_REQUEST_ID = 200
 """The longest request id (it is carried in outcomes and written in the log)."""
 
 
-def check_input_size(inputs: dict[str, Any]) -> None:
-    """Refuse inputs over `MAX_INPUT_BYTES` with `input-too-large`."""
+MAX_INPUT_DEPTH = 32
+"""How deeply inputs may nest (lists and objects within each other)."""
+
+
+def check_inputs(inputs: dict[str, Any]) -> None:
+    """Refuse inputs no turn can take, before anything is sent or recorded.
+
+    Raises:
+        ThreadlineError: `invalid-request` for text with a lone surrogate or a NUL, or values nested
+            deeper than `MAX_INPUT_DEPTH`; `input-too-large` past `MAX_INPUT_BYTES` of JSON.
+    """
+    _check_values(inputs)
     size = len(json.dumps(inputs, ensure_ascii=False, default=str).encode())
     if size > MAX_INPUT_BYTES:
         raise ThreadlineError(
             ErrorCode.INPUT_TOO_LARGE, f"the inputs are {size} bytes; at most {MAX_INPUT_BYTES} are accepted"
         )
+
+
+def _check_values(inputs: dict[str, Any]) -> None:
+    """Walk the values without recursion: a value nested ten thousand deep is refused, not a crash."""
+    pending: list[tuple[Any, int]] = [(inputs, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, str):
+            _check_text(value)
+            continue
+        if not isinstance(value, dict | list | tuple):
+            continue
+        if depth > MAX_INPUT_DEPTH:
+            raise ThreadlineError(ErrorCode.INVALID_REQUEST, f"inputs nest deeper than {MAX_INPUT_DEPTH} levels")
+        if isinstance(value, dict):
+            for key in value:
+                _check_text(str(key))
+        pending.extend((item, depth + 1) for item in (value.values() if isinstance(value, dict) else value))
+
+
+def _check_text(text: str) -> None:
+    if "\x00" in text:
+        raise ThreadlineError(ErrorCode.INVALID_REQUEST, "text in the inputs holds a NUL character; remove it")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ThreadlineError(
+            ErrorCode.INVALID_REQUEST, "text in the inputs holds a lone surrogate, which is not Unicode text"
+        ) from None
 
 
 class Model(BaseModel):
@@ -83,6 +122,9 @@ class ConversationConfig(Model):
     """Whether the server has Threadline's search attributes registered (the dev launcher does)."""
     attributes_every_s: float = 10.0
     """Search attributes are written at most this often (each is a visibility write)."""
+    store_id: str | None = None
+    """The identity of the store the conversation lives in: every activity checks its store has it, so a
+    worker with another store never writes here. Set by the client, else learned from the first placing."""
 
 
 class TurnSend(Model):
@@ -204,6 +246,8 @@ class BeginResult(Model):
     """For `existing`: how that turn ended, if it has."""
     records: int = 0
     """How many records the log held when this was decided (`busy`: watch for more)."""
+    store_id: str | None = None
+    """The identity of the store it was decided in."""
 
 
 class RunInput(Model):
@@ -248,6 +292,7 @@ class TurnRef(Model):
     store: str
     conversation: str
     turn: str
+    store_id: str | None = None
     request_id: str = ""
     error: TurnError | None = None
 
@@ -283,3 +328,4 @@ class WatchInput(Model):
     conversation: str
     after: int
     timeout_s: float = 2.0
+    store_id: str | None = None

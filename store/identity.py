@@ -81,6 +81,9 @@ def store_identity(store: object) -> str:
         return folder_identity(store.folder)
     if isinstance(store, PostgresStore):
         return store.identity()
+    identity = getattr(store, "identity", None)
+    if callable(identity):
+        return str(identity())
     raise ThreadlineError(
         ErrorCode.STORE_UNKNOWN, f"a {type(store).__name__} keeps no identity: use a folder or PostgreSQL store"
     )

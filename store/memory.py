@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,11 @@ class MemoryStore:
     def __init__(self) -> None:
         self._records: dict[str, list[dict[str, Any]]] = {}
         self._changed = threading.Condition()
+        self._id = str(uuid.uuid4())
+
+    def identity(self) -> str:
+        """This store's id: new for every instance (it lives as long as the process)."""
+        return self._id
 
     def append(self, conversation: str, records: Sequence[dict[str, Any]], *, expect: int | None = None) -> int:
         """Append `records` all or nothing; return the new count."""

@@ -10,16 +10,22 @@ client then needs no store folder mounted, only what the store's own protocol re
 from __future__ import annotations
 
 import asyncio
+import errno
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
+
+import structlog
 
 from core.errors import ErrorCode, ThreadlineError
 
 from .base import Store
 from .log import Log, Turn
 from .records import Record
+
+T = TypeVar("T")
+logger = structlog.get_logger(__name__)
 
 
 class AsyncStore(Protocol):
@@ -41,9 +47,23 @@ class AsyncStore(Protocol):
         """The ids of the conversations that hold records, sorted."""
         ...
 
+    async def identity(self) -> str:
+        """The store's identity: made once, kept in the store, the same for every process that opens it."""
+        ...
+
+
+OUTAGES = frozenset(
+    {errno.EROFS, errno.EIO, errno.ENOSPC, errno.EDQUOT, errno.ESTALE, errno.ETIMEDOUT, errno.EAGAIN, errno.EBUSY}
+)
+"""File errors that a store outage causes and that pass (a read-only remount, a full or failing disk)."""
+
 
 class Threaded:
-    """A blocking `Store` (a folder, memory) as an `AsyncStore`: each call runs in a worker thread."""
+    """A blocking `Store` (a folder, memory) as an `AsyncStore`: each call runs in a worker thread.
+
+    A file error that an outage causes becomes `store-unavailable` (retryable), with the system's
+    reason and no path; any other file error stays what it is (a misconfiguration to fix).
+    """
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -53,19 +73,34 @@ class Threaded:
 
     async def append(self, conversation: str, records: Sequence[Record], *, expect: int | None = None) -> int:
         """See `AsyncStore.append`."""
-        return await asyncio.to_thread(self.store.append, conversation, list(records), expect=expect)
+        return await self._call("written", self.store.append, conversation, list(records), expect=expect)
 
     async def read(self, conversation: str, after: int = 0) -> list[Record]:
         """See `AsyncStore.read`."""
-        return await asyncio.to_thread(self.store.read, conversation, after)
+        return await self._call("read", self.store.read, conversation, after)
 
     async def wait(self, conversation: str, after: int, timeout: float) -> bool:
         """See `AsyncStore.wait`."""
-        return await asyncio.to_thread(self.store.wait, conversation, after, timeout)
+        return await self._call("read", self.store.wait, conversation, after, timeout)
 
     async def conversations(self) -> list[str]:
         """See `AsyncStore.conversations`."""
-        return await asyncio.to_thread(self.store.conversations)
+        return await self._call("read", self.store.conversations)
+
+    async def identity(self) -> str:
+        """See `AsyncStore.identity`."""
+        from .identity import store_identity  # the PostgreSQL driver only loads where it is used
+
+        return await self._call("read", store_identity, self.store)
+
+    async def _call(self, what: str, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        try:
+            return await asyncio.to_thread(function, *args, **kwargs)
+        except OSError as err:
+            if err.errno not in OUTAGES:
+                raise
+            message = f"the store cannot be {what} now ({err.strerror}); it is retried until the store is back"
+            raise ThreadlineError(ErrorCode.STORE_UNAVAILABLE, message, retryable=True) from None
 
 
 class ConversationLog:
@@ -138,6 +173,7 @@ class Stores:
     def __init__(self, openers: Mapping[str, Callable[[], AsyncStore]]) -> None:
         self._openers = dict(openers)
         self._opened: dict[str, AsyncStore] = {}
+        self._identities: dict[str, str] = {}
 
     def names(self) -> list[str]:
         """The names of the stores, sorted."""
@@ -164,6 +200,31 @@ class Stores:
         if name not in self._openers:
             self.get(name)
 
+    async def identity(self, name: str) -> str:
+        """The identity of the store named `name`, read once per process."""
+        found = self._identities.get(name)
+        if found is None:
+            found = self._identities[name] = await self.get(name).identity()
+        return found
+
+    async def verify(self, name: str, expected: str | None) -> None:
+        """Refuse to touch a store that is not the one a conversation lives in.
+
+        Raises:
+            ThreadlineError: `store-mismatch` when `expected` is set and the store named `name` here
+                has another identity (this process is configured with another store under that name).
+        """
+        if expected is None:
+            return
+        found = await self.identity(name)
+        if found != expected:
+            logger.error("store.mismatch", store=name, expected=expected, found=found)
+            message = (
+                f"store {name!r} here is another store than the conversation's; give every worker of this "
+                "task queue the same stores (THREADLINE_DATA, THREADLINE_STORES)"
+            )
+            raise ThreadlineError(ErrorCode.STORE_MISMATCH, message, retryable=True, expected=expected, found=found)
+
 
 class LogCache:
     """The `ConversationLog`s a process keeps, by store and conversation, within `KEPT_*` bounds."""
@@ -172,6 +233,11 @@ class LogCache:
         self.stores = stores
         self._logs: OrderedDict[tuple[str, str], ConversationLog] = OrderedDict()
         self._bounds = (logs, records)
+
+    async def open(self, store: str, conversation: str, store_id: str | None) -> ConversationLog:
+        """`get`, after checking the store is the one the conversation lives in (`store-mismatch`)."""
+        await self.stores.verify(store, store_id)
+        return self.get(store, conversation)
 
     def get(self, store: str, conversation: str) -> ConversationLog:
         """The log of `conversation` in `store`, made on first use and kept while it is used."""

@@ -18,11 +18,11 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.plan import rule_of
 from core.errors import ErrorCode, ThreadlineError
@@ -37,7 +37,7 @@ from core.models import (
     StopSend,
     TurnOutcome,
     TurnSend,
-    check_input_size,
+    check_inputs,
 )
 from core.settings import Settings
 from core.temporal import connect_temporal, from_failure, workflow_id
@@ -143,6 +143,9 @@ class Threadline:
 
 
 _LOG_CHECK_S = 0.25
+UPDATE_PATIENCE_S = 120.0
+"""How long a caller keeps asking while the conversation's workflow task is failing."""
+U = TypeVar("U")
 
 
 def _folder_opener(folder: Path) -> Callable[[], AsyncStore]:
@@ -199,10 +202,17 @@ class Conversation:
         return self.tl.client.get_workflow_handle(workflow_id(self.config.store, self.id))
 
     async def _workflow(self) -> WorkflowHandle[Any, Any]:
-        """The conversation's workflow, connecting to Temporal if this is the first call that needs it."""
+        """The conversation's workflow, connecting to Temporal if this is the first call that needs it.
+
+        The config it starts with names the store's identity, so a worker with another store under the
+        same name never writes this conversation.
+        """
         client = await self.tl.temporal()
         if self.config.search_attributes != bool(self.tl.search_attributes):
             self.config = self.config.model_copy(update={"search_attributes": bool(self.tl.search_attributes)})
+        if self.config.store_id is None:
+            store_id = await self.tl.logs.stores.identity(self.config.store)
+            self.config = self.config.model_copy(update={"store_id": store_id})
         return client.get_workflow_handle(workflow_id(self.config.store, self.id))
 
     async def _read(self) -> Log:
@@ -236,10 +246,7 @@ class Conversation:
         """Send a turn; return as soon as it is placed (its id known before the model answers)."""
         send = self._send(self._inputs(args, inputs), request_id=request_id, lm=lm)
         await self.signal(send)
-        try:
-            placed: Begun = await (await self._workflow()).execute_update("begun", send.request_id, result_type=Begun)
-        except (WorkflowUpdateFailedError, RPCError) as err:
-            raise from_failure(err) from None
+        placed = await self._update("begun", send.request_id, Begun)
         if placed.error is not None:
             raise placed.error.to_error()
         if placed.turn is not None:
@@ -270,12 +277,24 @@ class Conversation:
 
     async def outcome(self, request_id: str) -> TurnOutcome:
         """Wait for how the send `request_id` ended."""
-        try:
-            handle = await self._workflow()
-            outcome: TurnOutcome = await handle.execute_update("wait", request_id, result_type=TurnOutcome)
-        except (WorkflowUpdateFailedError, RPCError) as err:
-            raise from_failure(err) from None
-        return outcome
+        return await self._update("wait", request_id, TurnOutcome)
+
+    async def _update(self, name: str, request_id: str, answer: type[U]) -> U:
+        """Ask the workflow `name` for `request_id`. While its workflow task is failing (a worker with
+        the wrong store took it, a deploy is half done), Temporal refuses updates: ask again for a while,
+        the send itself is durable."""
+        handle, pause, deadline = await self._workflow(), 0.1, time.monotonic() + UPDATE_PATIENCE_S
+        while True:
+            try:
+                result: U = await handle.execute_update(name, request_id, result_type=answer)
+                return result
+            except RPCError as err:
+                if err.status != RPCStatusCode.FAILED_PRECONDITION or time.monotonic() > deadline:
+                    raise from_failure(err) from None
+            except WorkflowUpdateFailedError as err:
+                raise from_failure(err) from None
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
     def _attributes(self) -> TypedSearchAttributes | None:
         if not self.tl.search_attributes:
@@ -314,7 +333,7 @@ class Conversation:
             if len(args) > len(names):
                 raise ThreadlineError(ErrorCode.INPUTS_INVALID, f"{program.name} takes {len(names)} input(s)")
             inputs = {**dict(zip(names, args, strict=False)), **inputs}
-        check_input_size(inputs)  # before anything is sent (the worker checks again: signals come from anywhere)
+        check_inputs(inputs)  # before anything is sent (the worker checks again: signals come from anywhere)
         return inputs
 
     async def stream(

@@ -16,6 +16,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from core.errors import ErrorCode
     from core.temporal import from_failure, to_failure
 
 A = TypeVar("A")
@@ -24,10 +25,17 @@ Step = Callable[[Any, A], Awaitable[R]]
 
 STORE_TIMEOUT = timedelta(seconds=30)
 STORE_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5), maximum_attempts=10
+    initial_interval=timedelta(milliseconds=200),
+    maximum_interval=timedelta(seconds=5),
+    maximum_attempts=10,
+    non_retryable_error_types=[ErrorCode.STORE_MISMATCH],
 )
 """A store step retries a passing I/O failure for about half a minute, then the send fails with its code."""
-END_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
+END_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(seconds=30),
+    non_retryable_error_types=[ErrorCode.STORE_MISMATCH],
+)
 END_DEADLINE = timedelta(hours=2)
 """Ending a turn whose runner gave up outlasts a store outage of minutes: it retries for two hours."""
 MODEL_CALL_TIMEOUT = timedelta(minutes=10)
@@ -38,6 +46,14 @@ MODEL_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=500), maximum_interval=timedelta(seconds=30), maximum_attempts=8
 )
 FOLLOW_TIMEOUT = timedelta(hours=2)
+
+
+class WrongStoreError(RuntimeError):
+    """This worker's store is not the conversation's. Raised out of workflow code on purpose: it fails
+    the workflow task, which Temporal then gives to a worker again (evicted here, not sticky), until
+    one with the right store takes it; nothing is written meanwhile."""
+
+
 FOLLOW_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 
 
@@ -58,7 +74,11 @@ async def quick(step: Step[A, R], arg: A, *, summary: str | None = None, retry: 
             summary=summary,
         )
     except (ActivityError, ApplicationError) as err:  # a local activity's failure comes unwrapped
-        raise to_failure(from_failure(err)) from None
+        failure = from_failure(err)
+        if failure.code == ErrorCode.STORE_MISMATCH:
+            workflow.logger.error("store mismatch: handing the conversation to another worker")
+            raise WrongStoreError(failure.message) from None
+        raise to_failure(failure) from None
 
 
 async def follow(step: Step[A, R], arg: A) -> R:

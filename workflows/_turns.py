@@ -128,6 +128,8 @@ class Turns:
             self.state.pending.pop(0)
             self.finish(TurnOutcome(request_id=send.request_id, state="refused", error=_error(err)))
             return
+        if config.store_id is None and placed.store_id is not None:  # first placed: bind the store's identity
+            self.state.config = config.model_copy(update={"store_id": placed.store_id})
         if placed.kind == "busy":
             if placed.turn in self.tasks:
                 self.blocked_on = placed.turn  # queue: wait for our own running turn
@@ -160,7 +162,7 @@ class Turns:
 
     async def _watch(self, after: int) -> None:
         config = self.state.config
-        watch = WatchInput(store=config.store, conversation=config.conversation, after=after)
+        watch = WatchInput(store=config.store, conversation=config.conversation, after=after, store_id=config.store_id)
         await _calls.quick(TranscriptActivities.watch_log, watch)
 
     # ----- driving turns
@@ -181,7 +183,13 @@ class Turns:
         """Run the turn, or follow another writer that holds it, and claim it again if that writer's
         lease runs out; a runner that gives up has the turn ended `failed` with its code."""
         config = self.state.config
-        ref = TurnRef(store=config.store, conversation=config.conversation, turn=turn, request_id=send.request_id)
+        ref = TurnRef(
+            store=config.store,
+            conversation=config.conversation,
+            turn=turn,
+            request_id=send.request_id,
+            store_id=config.store_id,
+        )
         result: RunResult = Yielded() if follow else Interrupted()
         while not isinstance(result, Ended):
             if isinstance(result, Yielded):
@@ -237,7 +245,7 @@ class Turns:
                 self.finish(TurnOutcome(request_id=send.request_id, state="stopped"))
         config = self.state.config
         for turn in self._targets(stop):
-            ref = TurnRef(store=config.store, conversation=config.conversation, turn=turn)
+            ref = TurnRef(store=config.store, conversation=config.conversation, turn=turn, store_id=config.store_id)
             try:
                 await _calls.quick(TranscriptActivities.stop_turn, ref)
             except ApplicationError as err:
@@ -254,7 +262,7 @@ class Turns:
     async def move_head(self, turn: str) -> None:
         """Move the conversation's head to `turn` (a `head` record)."""
         config = self.state.config
-        ref = TurnRef(store=config.store, conversation=config.conversation, turn=turn)
+        ref = TurnRef(store=config.store, conversation=config.conversation, turn=turn, store_id=config.store_id)
         await _calls.quick(TranscriptActivities.move_head, ref)
 
     async def render(self, send: TurnSend) -> RenderResult:
