@@ -119,12 +119,13 @@ def written_by(log: Log, request_id: str) -> list[Record]:
     return [e for e in flow_entries(log) if e["data"].get("request_id") == request_id]
 
 
-def checked(log: Log, request_id: str, check: str) -> Record | None:
+def checked(log: Log, request_id: str, check: str, step: str) -> Record | None:
     """The model's answer to a step's AI check already kept for `request_id`, if any."""
-    return next(
-        (e for e in written_by(log, request_id) if e.get("entry") == "checked" and e["data"].get("check") == check),
-        None,
-    )
+    for entry in written_by(log, request_id):
+        data = entry["data"]
+        if entry.get("entry") == "checked" and data.get("check") == check and data.get("step") == step:
+            return entry
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -113,16 +113,11 @@ class FlowManager:
         if current is None:  # the flow or its step is no longer registered: end it, the message goes on
             gone = abandon(progress, run=str(progress.run), moves=None, reason="changed", request_id=request_id)
             return entries_only(log, gone, now, in_flow=False) if gone else Exchange(False, progress, log.n)
-        if judgement is None:
-            judged = judge(current[1], message)
-            if isinstance(judged, Ask):
-                message_ = f"flow {progress.flow!r} asks a model to check answers; judge the answer first"
-                raise ThreadlineError(ErrorCode.INVALID_REQUEST, message_)
-            judgement = judged
-        moved = answer(current[0], progress, judgement, request_id=request_id)
+        judged = _judge_here(current, message) if judgement is None else judgement
+        moved = answer(current[0], progress, judged, request_id=request_id)
         return exchange(log, current[0], moved, (message, uuid7(), request_id), now)
 
-    def remind(self, log: Log, *, run: str, moves: int, request_id: str, now: float) -> Exchange:
+    def remind(self, log: Log, *, run: str, moves: int | None, request_id: str, now: float) -> Exchange:
         """Send the prompt again, once, if the run is still where a timer left it."""
         found = self.recorded(log, request_id)
         if found is not None:
@@ -167,6 +162,14 @@ class FlowManager:
 
 def _valid(events: tuple[str, ...]) -> bool | None:
     return True if "answered" in events else False if "invalid" in events else None
+
+
+def _judge_here(current: tuple[Flow, Step], message: str) -> Judgement:
+    judged = judge(current[1], message)
+    if isinstance(judged, Ask):
+        text = f"flow {current[0].name!r} asks a model to check answers; judge the answer first"
+        raise ThreadlineError(ErrorCode.INVALID_REQUEST, text)
+    return judged
 
 
 def _positive_whole_number(text: str) -> bool:

@@ -160,12 +160,14 @@ def answer(flow: Flow, progress: Progress, judged: Judgement, *, request_id: str
     return _made(progress, made, flow.on_complete, valid=True)
 
 
-def remind(flow: Flow, progress: Progress, *, run: str, moves: int, request_id: str) -> Transition | None:
-    """Send the current prompt again, once, if the run is still at `moves` (None: nothing to do)."""
+def remind(flow: Flow, progress: Progress, *, run: str, moves: int | None, request_id: str) -> Transition | None:
+    """Send the current prompt again, once per move, if the run is still at `moves` (any, when None);
+    None: nothing to do."""
     step = flow.step(progress.step)
-    if not progress.active or progress.run != run or progress.moves != moves or progress.reminded or step is None:
+    stale = moves is not None and progress.moves != moves
+    if not progress.active or progress.run != run or stale or progress.reminded or step is None:
         return None
-    data = {**_about(progress, request_id), "moves": moves, "prompt": step.prompt}
+    data = {**_about(progress, request_id), "moves": progress.moves, "prompt": step.prompt}
     return _made(progress, [("reminded", data)], step.prompt)
 
 
