@@ -29,6 +29,7 @@ functai reads these as any plugin's entries (`chat.entries("flow", "completed")`
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -100,23 +101,53 @@ def apply_all(progress: Progress, made: Iterable[tuple[str, Mapping[str, Any]]])
     return progress
 
 
+@dataclass(slots=True)
+class _Seen:
+    """What a `Log`'s flow entries say, applied once each: a log only ever grows, so each call
+    applies the entries since the last one instead of replaying the whole conversation."""
+
+    entries: int = 0
+    flow: list[Record] = field(default_factory=list)
+    by_request: dict[str, list[Record]] = field(default_factory=dict)
+    progress: Progress = field(default_factory=Progress)
+
+
+_SEEN: weakref.WeakKeyDictionary[Log, _Seen] = weakref.WeakKeyDictionary()
+
+
+def _seen(log: Log) -> _Seen:
+    seen = _SEEN.get(log)
+    if seen is None or seen.entries > len(log.entries):
+        seen = _SEEN[log] = _Seen()
+    for entry in log.entries[seen.entries :]:
+        data = entry.get("data")
+        if entry.get("plugin") != PLUGIN or not isinstance(data, dict):
+            continue
+        seen.flow.append(entry)
+        if isinstance(data.get("request_id"), str):
+            seen.by_request.setdefault(data["request_id"], []).append(entry)
+        seen.progress = apply(seen.progress, str(entry.get("entry")), data)
+    seen.entries = len(log.entries)
+    return seen
+
+
 def flow_entries(log: Log) -> list[Record]:
     """The conversation's flow entries, in file order."""
-    return [e for e in log.entries if e.get("plugin") == PLUGIN and isinstance(e.get("data"), dict)]
+    return list(_seen(log).flow)
 
 
 def progress_of(log: Log, *, through: str | None = None) -> Progress:
     """The progress the log records; with `through` (a request id), as the call that wrote it left it."""
+    if through is None:
+        return _seen(log).progress
     found = flow_entries(log)
-    if through is not None:
-        last = max((i for i, e in enumerate(found) if e["data"].get("request_id") == through), default=-1)
-        found = found[: last + 1]
-    return apply_all(Progress(), ((str(e.get("entry")), e["data"]) for e in found))
+    last = max((i for i, e in enumerate(found) if e["data"].get("request_id") == through), default=-1)
+    return apply_all(Progress(), ((str(e.get("entry")), e["data"]) for e in found[: last + 1]))
 
 
 def written_by(log: Log, request_id: str) -> list[Record]:
     """The flow entries the call with `request_id` appended (one batch), in order."""
-    return [e for e in flow_entries(log) if e["data"].get("request_id") == request_id]
+    return list(_seen(log).by_request.get(request_id, ()))
 
 
 def checked(log: Log, request_id: str, check: str, step: str) -> Record | None:
