@@ -188,6 +188,8 @@ def counts_of(log: Log) -> dict[str, FlowCount]:
 def sections(log: Log, tip: str | None) -> list[str]:
     """What later turns on the branch through `tip` are told of the flows completed on it: the
     latest data each flow collected, as instruction sections."""
+    if not any(e.get("entry") == "completed" for e in _seen(log).flow):
+        return []  # no flow ever completed here: no branch walk for every turn of every conversation
     latest: dict[str, Any] = {}
     for found in entries(log, PLUGIN, "completed", tip):
         data = found["data"]
