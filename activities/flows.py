@@ -94,8 +94,8 @@ class FlowActivities:
             log = await conversation.read()
             judged: Judgement | None = None
             current = self.manager.current(log)
-            wanted = current is not None and input.flow in (None, current[0].name)
-            if current is not None and wanted and self.manager.recorded(log, input.request_id) is None:
+            taken = current is not None and input.flow in (None, current[0].name)
+            if current is not None and taken and self.manager.recorded(log, input.request_id) is None:
                 before = _position(progress_of(log))
                 judged = await self._judge(conversation, current, input)
                 log = await conversation.read()  # the checks took time (and may have kept a model's answer)
