@@ -39,6 +39,8 @@ class ErrorCode(StrEnum):
     UNAUTHORIZED = "unauthorized"
     FORBIDDEN = "forbidden"
     INVALID_REQUEST = "invalid-request"
+    FLOW_UNKNOWN = "flow-unknown"
+    FLOW_INVALID = "flow-invalid"
     INTERNAL = "internal"
 
     @classmethod

@@ -329,3 +329,97 @@ class WatchInput(Model):
     after: int
     timeout_s: float = 2.0
     store_id: str | None = None
+
+
+# ----- guided flows
+
+FlowStateName = Literal["active", "completed", "abandoned", "handed_off"]
+
+
+class FlowStart(Model):
+    """Start a guided flow in a conversation: a turn whose input is `message` (what started it, may
+    be empty) and whose answer is the flow's first prompt."""
+
+    store: str
+    conversation: str
+    flow: str
+    request_id: str
+    message: str = ""
+
+
+class FlowAnswer(Model):
+    """A message to a conversation that may be in a flow: the flow takes it as its answer, if one is active.
+
+    `lm` is the model an AI check asks (the conversation's); with `flow`, only that flow takes it.
+    """
+
+    store: str
+    conversation: str
+    request_id: str
+    message: str
+    flow: str | None = None
+    lm: str | None = None
+
+
+class FlowRef(Model):
+    """A flow run's timer or stop: remind or abandon run `run` if it is still at `moves` (any, when None)."""
+
+    store: str
+    conversation: str
+    request_id: str
+    """Minted once per timer or stop (a retry carries the same one)."""
+    run: str
+    moves: int | None = None
+    reason: Literal["expired", "stopped"] = "expired"
+
+
+class FlowResult(Model):
+    """What a flow call did, for the workflow: what to say, where the flow stands, the timers to set.
+
+    `in_flow` False: no flow took it (nothing was recorded; a message goes on as a normal turn).
+    `flow_data` is set once, on the result that completed the flow (or handed it to a person).
+    Timers are keyed by `(run, moves)`: a timer set at other `moves` is stale and does nothing.
+    """
+
+    in_flow: bool = False
+    flow: str | None = None
+    run: str | None = None
+    state: FlowStateName | None = None
+    step: str | None = None
+    response: str | None = None
+    valid: bool | None = None
+    flow_data: dict[str, Any] | None = None
+    turn: str | None = None
+    events: list[str] = []
+    """The flow entries written (`started`, `answered`, `invalid`, `completed`, ...): what to count."""
+    moves: int = 0
+    remind_after_s: float | None = None
+    """While active and not yet reminded at these moves: re-send the prompt after this long (`remind_flow`)."""
+    expire_after_s: float | None = None
+    """While active: abandon the flow after this long without an answer (`abandon_flow`)."""
+    existing: bool = False
+    """The request id was recorded before (a retry): this is that call's result, read back."""
+
+
+class FlowCount(Model):
+    """What the article asks to monitor for one flow: starts, ends, invalid answers per step."""
+
+    started: int = 0
+    completed: int = 0
+    abandoned: int = 0
+    handed_off: int = 0
+    invalid: dict[str, int] = {}
+
+
+class FlowStatus(Model):
+    """A conversation's flow now (`read_flow`), and its counts by flow name, rebuilt from the log."""
+
+    current: FlowResult
+    counts: dict[str, FlowCount] = {}
+
+
+class ConversationRef(Model):
+    """One conversation of one store."""
+
+    store: str
+    conversation: str

@@ -11,6 +11,7 @@ from typing import Any
 
 from core.errors import ErrorCode, ThreadlineError
 
+from .flowlog import sections as flow_sections
 from .log import Log
 from .program import Program, check_fields
 from .records import Record, abandoned_record, ended_record, iso, lease_record, stop_record, turn_record, uuid7
@@ -107,8 +108,10 @@ def shown_for(
     log: Log, program: Program, parent: str | None, rule: Rule, summary: SummaryRule | None, *, now: float
 ) -> Shown:
     """What a new turn after `parent` is shown: the rule over the turns no summary covers, plus the
-    newest summary on the branch as a section of the instruction."""
+    newest summary on the branch and the data of the guided flows completed on it as sections of
+    the instruction."""
     data = latest_summary(log, parent) if summary is not None else None
+    added = [*([section(data)] if data else []), *flow_sections(log, parent)]
     return shown(
         log,
         parent,
@@ -117,7 +120,7 @@ def shown_for(
         now=now,
         rule=rule,
         covered=set(data["turns"]) if data else (),
-        sections=[section(data)] if data else (),
+        sections=added,
     )
 
 

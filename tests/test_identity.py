@@ -88,10 +88,13 @@ def test_processes_racing_to_create_a_postgres_identity_agree(pg_spec: str) -> N
 
 
 def test_store_identity_names_the_kinds_that_keep_one(tmp_path: Path) -> None:
-    """A folder store's identity is its folder's; a store in memory has none (`store-unknown`)."""
+    """A folder store's identity is its folder's; a store in memory has its own for its lifetime; an
+    object that keeps none is refused (`store-unknown`)."""
     assert folder_identity(tmp_path) == store_identity(FolderStore(tmp_path))
+    memory = MemoryStore()
+    assert store_identity(memory) == store_identity(memory) != store_identity(MemoryStore())
 
     with pytest.raises(ThreadlineError) as caught:
-        store_identity(MemoryStore())
+        store_identity(object())
 
     assert "store-unknown" == caught.value.code

@@ -1,0 +1,255 @@
+"""Guided flows' steps: starting a flow, taking an answer, reminding, abandoning, reading one.
+
+Each reads the conversation's log itself, runs the step's checks (user code, and a model call for
+an AI check, kept in the log before it is used), and appends the exchange (`program?`, `turn`,
+`ended` and the flow's `entry` records) in one conditional append: a retry finds its request id in
+the log and writes nothing again; a conflict reads again and decides again. Workflows get a small
+`FlowResult`: what to say, where the flow stands, and the timers to set.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+
+import structlog
+from temporalio import activity
+
+from core.errors import ErrorCode, ThreadlineError
+from core.models import (
+    MAX_REQUEST_ID,
+    ConversationRef,
+    FlowAnswer,
+    FlowCount,
+    FlowRef,
+    FlowResult,
+    FlowStart,
+    FlowStatus,
+    check_inputs,
+)
+from core.temporal import coded
+from store.flowlog import PLUGIN, Progress, checked, counts_of, progress_of
+from store.flows import Exchange, Flow, FlowManager
+from store.flowsteps import Ask, Asked, Judgement, Role, Step, judge
+from store.log import Log
+from store.reader import ConversationLog, LogCache, now
+from store.records import entry_record, iso
+
+from .context import Preparer
+from .language_model import Providers
+
+logger = structlog.get_logger(__name__)
+
+_LOGGED = {"invalid": "flow.rejected"}
+"""Log event names where the entry's kind is not a past verb (`noun.past_verb`)."""
+
+
+class FlowActivities:
+    """Guided flows for every conversation of this worker.
+
+    Args:
+        logs: The worker's conversation logs, by store.
+        flows: The flows by name (`store.flows.load_flows`), or a `FlowManager`.
+        providers: The model providers, for AI checks.
+        default_model: The model an AI check asks when the answer names none.
+    """
+
+    def __init__(
+        self,
+        logs: LogCache,
+        flows: Mapping[str, Flow] | FlowManager,
+        providers: Providers,
+        *,
+        default_model: str = "offline",
+    ) -> None:
+        self.logs = logs
+        self.manager = flows if isinstance(flows, FlowManager) else FlowManager(flows.values())
+        self.providers = providers
+        self.default_model = default_model
+
+    @activity.defn(name="start_flow")
+    @coded
+    async def start_flow(self, input: FlowStart) -> FlowResult:
+        """Start a flow: a turn answering `input.message` with the first prompt, and a `started`
+        entry (a flow still active is abandoned first, `replaced`)."""
+        _check(input.message, input.request_id)
+        conversation = self.logs.get(input.store, input.conversation)
+
+        def decide(log: Log) -> Exchange:
+            return self.manager.start_flow(
+                log, input.flow, request_id=input.request_id, message=input.message, now=now()
+            )
+
+        return await self._record(conversation, decide)
+
+    @activity.defn(name="flow_step")
+    @coded
+    async def flow_step(self, input: FlowAnswer) -> FlowResult:
+        """Take a message as the active flow's answer: check it, then record the turn (the answer in,
+        the next prompt, a re-prompt or the closing words out) and the flow's entries. With no
+        flow active nothing is recorded (`in_flow` False)."""
+        _check(input.message, input.request_id)
+        conversation = self.logs.get(input.store, input.conversation)
+        while True:
+            log = await conversation.read()
+            judged: Judgement | None = None
+            current = self.manager.current(log)
+            taken = current is not None and input.flow in (None, current[0].name)
+            if current is not None and taken and self.manager.recorded(log, input.request_id) is None:
+                before = _position(progress_of(log))
+                judged = await self._judge(conversation, current, input)
+                log = await conversation.read()  # the checks took time (and may have kept a model's answer)
+                if _position(progress_of(log)) != before:
+                    continue  # someone else moved the flow meanwhile: judge against where it is now
+            exchange = self.manager.process_message(
+                log, input.message, request_id=input.request_id, now=now(), judgement=judged, flow=input.flow
+            )
+            if await self._append(conversation, exchange):
+                return self._result(exchange)
+
+    @activity.defn(name="remind_flow")
+    @coded
+    async def remind_flow(self, input: FlowRef) -> FlowResult:
+        """A remind timer fired: send the prompt again (a `reminded` entry, the prompt as `response`)
+        if the run is still at `input.moves` and was not reminded there; else nothing."""
+        _check("", input.request_id)
+        conversation = self.logs.get(input.store, input.conversation)
+
+        def decide(log: Log) -> Exchange:
+            return self.manager.remind(log, run=input.run, moves=input.moves, request_id=input.request_id, now=now())
+
+        return await self._record(conversation, decide)
+
+    @activity.defn(name="abandon_flow")
+    @coded
+    async def abandon_flow(self, input: FlowRef) -> FlowResult:
+        """An expiry timer fired, or someone stopped the flow: abandon the run if it is still active
+        (and still at `input.moves`, when given); else nothing."""
+        _check("", input.request_id)
+        conversation = self.logs.get(input.store, input.conversation)
+
+        def decide(log: Log) -> Exchange:
+            return self.manager.abandon(
+                log, run=input.run, moves=input.moves, reason=input.reason, request_id=input.request_id, now=now()
+            )
+
+        return await self._record(conversation, decide)
+
+    @activity.defn(name="read_flow")
+    @coded
+    async def read_flow(self, input: ConversationRef) -> FlowStatus:
+        """The conversation's flow as its log says now, with its counts: what a reopened workflow
+        needs to set its timers and answer its queries again."""
+        log = await self.logs.get(input.store, input.conversation).read()
+        progress = progress_of(log)
+        current = self._result(Exchange(in_flow=progress.active, progress=progress, expect=log.n))
+        counts = {name: FlowCount(**dataclasses.asdict(count)) for name, count in counts_of(log).items()}
+        return FlowStatus(current=current, counts=counts)
+
+    async def _record(self, conversation: ConversationLog, decide: Callable[[Log], Exchange]) -> FlowResult:
+        while True:
+            exchange = decide(await conversation.read())
+            if await self._append(conversation, exchange):
+                return self._result(exchange)
+
+    async def _append(self, conversation: ConversationLog, exchange: Exchange) -> bool:
+        """Append the exchange's records on the log it was decided on; False on a conflict (decide again)."""
+        if exchange.records:
+            try:
+                await conversation.append(exchange.records, expect=exchange.expect)
+            except ThreadlineError as err:
+                if err.code != ErrorCode.STORE_CONFLICT:
+                    raise
+                return False
+            _log_events(exchange, conversation.conversation)
+        return True
+
+    async def _judge(self, conversation: ConversationLog, current: tuple[Flow, Step], input: FlowAnswer) -> Judgement:
+        """Apply the step's checks, asking the model for its AI checks (each answer kept in the log first)."""
+        asked: dict[Role, Asked] = {}
+        while True:
+            judged = judge(current[1], input.message, asked)
+            if not isinstance(judged, Ask):
+                return judged
+            asked[judged.role] = await self._ask(conversation, current[1], judged, input)
+
+    async def _ask(self, conversation: ConversationLog, step: Step, ask: Ask, input: FlowAnswer) -> Asked:
+        """The model's answer to an AI check: the one kept for this request id, else asked now and kept."""
+        kept = checked(await conversation.read(), input.request_id, ask.role, step.name)
+        if kept is not None:
+            return Asked(bool(kept["data"].get("ok")), kept["data"].get("value"))
+        program = ask.program
+        model = input.lm or self.default_model
+        try:
+            outputs = await Preparer(conversation, self.providers, model).ask(
+                program, {program.inputs[0][0]: input.message}, None, f"flow {ask.role}"
+            )
+            asked = Asked(True, outputs[program.answer])
+        except ThreadlineError as err:
+            if err.code not in (ErrorCode.PARSE_FAILED, ErrorCode.INPUTS_INVALID):
+                raise
+            asked = Asked(False)  # the model found nothing that fits: the answer does not stand
+        return await self._keep(conversation, step, ask.role, asked, input.request_id)
+
+    async def _keep(
+        self, conversation: ConversationLog, step: Step, role: Role, asked: Asked, request_id: str
+    ) -> Asked:
+        """Keep the model's answer in the log before it is used; a first one kept by another attempt wins."""
+        while True:
+            log = await conversation.read()
+            progress = progress_of(log)
+            kept = checked(log, request_id, role, step.name)
+            if kept is not None:  # another attempt kept one first: the first one counts
+                return Asked(bool(kept["data"].get("ok")), kept["data"].get("value"))
+            about = {"flow": progress.flow, "run": progress.run, "step": step.name, "request_id": request_id}
+            data = {**about, "check": role, "ok": asked.ok, "value": asked.value}
+            try:
+                await conversation.append([entry_record(PLUGIN, "checked", data, at=iso(now()))], expect=log.n)
+            except ThreadlineError as err:
+                if err.code != ErrorCode.STORE_CONFLICT:
+                    raise
+                continue
+            return asked
+
+    def _result(self, exchange: Exchange) -> FlowResult:
+        progress = exchange.progress
+        flow = self.manager.flows.get(progress.flow or "")
+        step = flow.step(progress.step) if flow is not None else None
+        active = progress.active and flow is not None
+        return FlowResult(
+            in_flow=exchange.in_flow,
+            flow=progress.flow,
+            run=progress.run,
+            state=progress.state.value if progress.state is not None else None,
+            step=progress.step,
+            response=exchange.response,
+            valid=exchange.valid,
+            flow_data=exchange.flow_data,
+            turn=exchange.turn,
+            events=list(exchange.events),
+            moves=progress.moves,
+            remind_after_s=step.remind_after if active and step is not None and not progress.reminded else None,
+            expire_after_s=flow.expire_after if active and flow is not None else None,
+            existing=exchange.existing,
+        )
+
+
+def _check(message: str, request_id: str) -> None:
+    """Refuse a message over the size limit, and a request id a retry could not find again."""
+    check_inputs({"message": message})
+    if not 0 < len(request_id) <= MAX_REQUEST_ID:
+        raise ThreadlineError(ErrorCode.INVALID_REQUEST, f"a request id has 1 to {MAX_REQUEST_ID} characters")
+
+
+def _position(progress: Progress) -> tuple[str | None, int]:
+    return progress.run, progress.moves
+
+
+def _log_events(exchange: Exchange, conversation: str) -> None:
+    """One line per flow entry written: names, steps, attempts and reasons, never an answer's content."""
+    for record in exchange.records:
+        if record.get("kind") != "entry" or record.get("entry") == "checked":
+            continue
+        data, kind = record["data"], str(record.get("entry"))
+        facts = {k: data[k] for k in ("flow", "run", "step", "attempt", "reason") if k in data}
+        logger.info(_LOGGED.get(kind, f"flow.{kind}"), conversation=conversation, **facts)
