@@ -12,6 +12,7 @@ from temporalio.worker import Worker
 
 from activities.language_model import OfflineModel
 from core.errors import ThreadlineError
+from core.models import StopSend, TurnSend
 from core.settings import Settings
 from core.temporal import workflow_id
 from store.folder import FolderStore
@@ -195,3 +196,19 @@ async def test_search_attributes_catch_up_after_a_burst(
     assert (cid, "tutor", "idle", 3) == tuple(
         attributes.get(key) for key in (CONVERSATION_KEY, PROGRAM_KEY, STATE_KEY, TURNS_KEY)
     )
+
+
+async def test_a_stop_drops_only_the_sends_queued_before_it(
+    tl: Threadline, client: Client, settings: Settings, cid: str
+) -> None:
+    """A send, a stop, a send, all signalled before any worker runs (one workflow task sees them all):
+    the stop drops the first send only; the one signalled after it is answered."""
+    chat = tl.conversation("tutor", id=cid)
+    await chat.signal(TurnSend(request_id="early", inputs={"message": "before the stop"}, program="tutor"))
+    await chat.signal(StopSend())
+    await chat.signal(TurnSend(request_id="late", inputs={"message": "after the stop"}, program="tutor"))
+
+    async with build_worker(client, settings):
+        early, late = await chat.outcome("early"), await chat.outcome("late")
+
+    assert ("stopped", "done") == (early.state, late.state)

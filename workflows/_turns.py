@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from . import _calls
     from ._details import slim
 
+STOP_ONLY_EARLIER = "stop-drops-only-earlier-sends"
 KEPT_OUTCOMES = 200
 CARRIED_OUTCOMES = 20
 """Recent outcomes continue-as-new carries, without outputs; older request ids are found in the log."""
@@ -236,11 +237,14 @@ class Turns:
 
     # ----- stops, the head, renders
 
-    async def stop(self, stop: StopSend) -> None:
-        """Drop queued sends (they record nothing) and stop turns through the log, where the running
-        activity (ours or a functai process's) sees the `stop` record within 0.25 s."""
+    async def stop(self, stop: StopSend, queued: int) -> None:
+        """Drop the sends queued before the stop came (they record nothing; `queued` of them), and stop
+        turns through the log, where the running activity (ours or a functai process's) sees the `stop`
+        record within 0.25 s."""
+        # A send signalled after the stop stays queued. Runs from before kept the old rule.
+        before = self.state.pending[:queued] if workflow.patched(STOP_ONLY_EARLIER) else self.state.pending
         if stop.turn is None:
-            for send in [s for s in self.state.pending if stop.request_id in (None, s.request_id)]:
+            for send in [s for s in before if stop.request_id in (None, s.request_id)]:
                 self.state.pending.remove(send)
                 self.finish(TurnOutcome(request_id=send.request_id, state="stopped"))
         config = self.state.config

@@ -40,7 +40,8 @@ class ConversationWorkflow:
     @workflow.init
     def __init__(self, input: ConversationState) -> None:
         self.state = input
-        self.stops: deque[StopSend] = deque()
+        self.stops: deque[tuple[StopSend, int]] = deque()
+        """Each stop with how many sends were queued when it came: it drops those, never a later send."""
         self.turns = Turns(self.state, on_end=self._ended)
         self.upkeep = Upkeep(self.state.config)
 
@@ -56,7 +57,7 @@ class ConversationWorkflow:
     @workflow.signal(name="stop")
     def stop(self, stop: StopSend) -> None:
         """Queue a stop; the main loop carries it out."""
-        self.stops.append(stop)
+        self.stops.append((stop, len(self.state.pending)))
 
     @workflow.update(name="wait")
     async def wait(self, request_id: str) -> TurnOutcome:
@@ -122,7 +123,7 @@ class ConversationWorkflow:
             if upkeep.clock_fired():  # it fired while work arrived: keep counting from now
                 upkeep.restart_clock(self._idle)
             if self.stops:
-                await self.turns.stop(self.stops.popleft())
+                await self.turns.stop(*self.stops.popleft())
             elif self.turns.ready():
                 await self.turns.admit(self.state.pending[0])
             elif self._time_to_continue() and await self._drained():
