@@ -38,6 +38,7 @@ class ErrorCode(StrEnum):
     UNAUTHORIZED = "unauthorized"
     FORBIDDEN = "forbidden"
     INVALID_REQUEST = "invalid-request"
+    RATING_INVALID = "rating-invalid"
     INTERNAL = "internal"
 
     @classmethod
