@@ -139,7 +139,8 @@ def _seconds(ended: Record) -> float:
 
 
 def _model(turn: Record, ended: Record) -> str | None:
-    model = ended.get("model") or (turn.get("settings") or {}).get("lm")
+    """The model asked for the answer: the turn's own `lm` setting, else the one that answered."""
+    model = (turn.get("settings") or {}).get("lm") or ended.get("model")
     return model if isinstance(model, str) else None
 
 

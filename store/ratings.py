@@ -11,6 +11,7 @@ A merged turn is no call: its rating goes to the call of the function that merge
 from __future__ import annotations
 
 import getpass
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -29,7 +30,7 @@ VERDICTS = ("right", "wrong", None)
 
 
 def rate(
-    store: Store | CallLog | str,
+    store: Store | CallLog | str | os.PathLike[str],
     turn: str,
     verdict: str | None,
     answer: Any = None,
