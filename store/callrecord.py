@@ -15,7 +15,7 @@ import os
 import platform
 import socket
 from collections.abc import Mapping
-from functools import cache
+from functools import lru_cache
 from importlib import metadata
 from typing import Any
 
@@ -56,9 +56,15 @@ def program_info(program: Mapping[str, Any]) -> dict[str, Any]:
     info["version"] = program.get("version")
     if kind == "ai":
         info["signature"] = program.get("signature")
-    info["interface"] = interface_id(program.get("interface") or {})
+    info["interface"] = _interface_id(json.dumps(program.get("interface") or {}, sort_keys=True))
     info["answer"] = program.get("answer") or _last_output(program)
     return info
+
+
+@lru_cache(maxsize=256)
+def _interface_id(interface: str) -> str:
+    """`interface_id`, worked out once per interface: every turn of a program names the same one."""
+    return interface_id(json.loads(interface))
 
 
 def _last_output(program: Mapping[str, Any]) -> str:
@@ -171,28 +177,21 @@ def call_line(record: Mapping[str, Any]) -> bytes:
     return (dumps(cut) + "\n").encode("utf-8")
 
 
-@cache
-def _versions() -> tuple[str, str]:
-    try:
-        threadline = metadata.version("threadline")
-    except metadata.PackageNotFoundError:
-        threadline = "unknown"
-    return platform.python_version(), threadline
+_process: dict[str, Any] = {}
 
 
 def process_info() -> dict[str, Any]:
     """The writing process, as functai describes it, plus the Threadline release that wrote the line."""
-    try:
-        user: str | None = getpass.getuser()
-    except (KeyError, OSError):
-        user = None
-    runtime, threadline = _versions()
-    return {
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "user": user,
-        "language": "python",
-        "runtime": runtime,
-        "functai": FUNCTAI_FORMAT_VERSION,
-        "threadline": threadline,
-    }
+    if _process.get("pid") != os.getpid():
+        try:
+            user: str | None = getpass.getuser()
+        except (KeyError, OSError):
+            user = None
+        try:
+            threadline = metadata.version("threadline")
+        except metadata.PackageNotFoundError:
+            threadline = "unknown"
+        _process.clear()
+        _process.update(host=socket.gethostname(), pid=os.getpid(), user=user, language="python")
+        _process.update(runtime=platform.python_version(), functai=FUNCTAI_FORMAT_VERSION, threadline=threadline)
+    return dict(_process)

@@ -109,6 +109,7 @@ class TestRatedEqualsFunctai:
         assert left == ours.left
         assert {"no_answer": 1, "no_context": 0} == {k: ours.left[k] for k in ("no_answer", "no_context")}
         assert [False, False, True, False, False] == [r["disputed"] for r in ours]
+        assert ours == rated("tutor", calls=str(calls_folder(store))) == rated(None, stores=[store])
 
     def test_a_later_rating_by_the_same_person_replaces_the_earlier(self, tmp_path: Path) -> None:
         """Ana's later correction replaces her earlier "right": one row, her correction, no dispute.
