@@ -10,6 +10,7 @@ keep their context"; every row has every column, in the order functai's table ha
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -37,7 +38,7 @@ class RatedRows(list[dict[str, Any]]):
 def rated(
     program: Program | str | None = None,
     *,
-    calls: CallLog | str | Sequence[CallLog | str] = (),
+    calls: CallLog | str | os.PathLike[str] | Sequence[CallLog | str | os.PathLike[str]] = (),
     stores: Iterable[object] = (),
     by: str | None = None,
     since: str = "",

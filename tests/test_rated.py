@@ -7,6 +7,7 @@ import warnings
 from pathlib import Path
 
 import functai
+import functai.calllog as functai_calls
 import pytest
 from functai import _ai, ai, schemas
 
@@ -160,6 +161,25 @@ class TestRatedEqualsFunctai:
 
         assert [0, 1] == [len(r["earlier"]) for r in rated(TUTOR, stores=[store])]
         assert [{"message": "one"}] == [d["inputs"] for d in better.demos]
+
+    def test_functai_asks_a_threadline_row_again_with_its_earlier_turns(self, tmp_path: Path) -> None:
+        """functai's `evaluate` shows a Threadline row's earlier turn before its question and records
+        that it saw the rated call's context (functai 1.2.0 does so only while it logs calls)."""
+        store = FolderStore(tmp_path / "store")
+        threadline_turn(store, "ev", "one", "A1")
+        second = threadline_turn(store, "ev", "two", "A2")
+        rate(store, second, "right", by="ana")
+        rows = list(rated(TUTOR, stores=[store]))
+
+        logged_calls = functai.configure(log_calls=str(tmp_path / "evaluation"))
+        with offline([reply("A2")]) as lm, logged_calls, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            score = functai.evaluate(functai_tutor, rows).score
+
+        assert 1.0 == score
+        assert ["user", "assistant", "user"] == [m.role for m in lm.requests[0].messages]
+        (asked,) = functai_calls.read(str(tmp_path / "evaluation"))[0]
+        assert [{"saw_of": second}] == asked["saw"]
 
 
 class TestRate:
