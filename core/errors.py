@@ -41,6 +41,7 @@ class ErrorCode(StrEnum):
     INVALID_REQUEST = "invalid-request"
     FLOW_UNKNOWN = "flow-unknown"
     FLOW_INVALID = "flow-invalid"
+    RATING_INVALID = "rating-invalid"
     INTERNAL = "internal"
 
     @classmethod

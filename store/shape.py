@@ -97,6 +97,14 @@ def shape_of(tp: Any) -> dict[str, Any]:
     return shape
 
 
+def data_shape(shape: Any) -> Any:
+    """`shape` without any `default` keyword, its own or a sub-shape's: what its data looks like.
+
+    A member that is named `default` stays, and so does data (`enum`, `const`, `examples`).
+    """
+    return _without_defaults(shape)
+
+
 def _without_defaults(shape: Any) -> Any:
     if not isinstance(shape, dict):
         return shape
