@@ -1,8 +1,9 @@
 """One error type with stable codes.
 
 Every failure Threadline reports to a caller is a `ThreadlineError` carrying a kebab-case
-`code` from `ErrorCode`. Codes are API: they are added, never renamed, and listed in the
-README. The type knows nothing of Temporal: `core.temporal` carries it across the wire and back.
+`code` from `ErrorCode`. Codes are API: they are added, never renamed, and listed in
+docs/errors.md. The type knows nothing of Temporal: `core.temporal` carries it across the wire
+and back.
 """
 
 from __future__ import annotations

@@ -43,8 +43,13 @@ STATUS: dict[str, int] = {
     ErrorCode.INVALID_REQUEST: 422,
     ErrorCode.PROGRAM_UNKNOWN: 422,
     ErrorCode.STORE_UNKNOWN: 422,
+    ErrorCode.TOOL_INPUT_INVALID: 422,
+    ErrorCode.FLOW_UNKNOWN: 422,
+    ErrorCode.RATING_INVALID: 422,
     ErrorCode.PROVIDER_UNAVAILABLE: 503,
     ErrorCode.SERVER_UNAVAILABLE: 503,
+    ErrorCode.STORE_UNAVAILABLE: 503,
+    ErrorCode.STORE_MISMATCH: 503,
 }
 """The HTTP status of each error code; any other code answers 500."""
 
