@@ -10,6 +10,21 @@ import sys
 
 import structlog
 
+_EXCEPTIONS = structlog.processors.ExceptionRenderer(structlog.tracebacks.ExceptionDictTransformer(show_locals=False))
+_SAFE_MESSAGES = frozenset({"ThreadlineError", "ApplicationError"})
+"""Exception types whose messages are written to be logged (one sentence, no content, no secret)."""
+
+
+def _redact(logger: object, name: str, event: structlog.typing.EventDict) -> structlog.typing.EventDict:
+    """Keep the types and frames of an exception, not the message of one whose message may quote values."""
+    for found in event.get("exception") or []:
+        if isinstance(found, dict) and found.get("exc_type") not in _SAFE_MESSAGES:
+            found["exc_value"] = "(message not logged)"
+    return event
+
+
+_TRACEBACKS: list[structlog.typing.Processor] = [_EXCEPTIONS, _redact]
+"""Tracebacks as data, without frame locals or foreign messages: they may hold a prompt, an answer or a key."""
 _SHARED: list[structlog.typing.Processor] = [
     structlog.contextvars.merge_contextvars,
     structlog.stdlib.add_log_level,
@@ -21,10 +36,13 @@ def configure(level: str = "info", *, json: bool | None = None) -> None:
     """Configure structlog and the stdlib root logger to write one format to stderr."""
     as_json = (not sys.stderr.isatty()) if json is None else json
     renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer(colors=False)
+        structlog.processors.JSONRenderer()
+        if as_json
+        else structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback)
     )
+    tracebacks = _TRACEBACKS if as_json else []
     structlog.configure(
-        processors=[*_SHARED, structlog.processors.dict_tracebacks, renderer] if as_json else [*_SHARED, renderer],
+        processors=[*_SHARED, *tracebacks, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=True,
@@ -32,7 +50,7 @@ def configure(level: str = "info", *, json: bool | None = None) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
-            processor=renderer,
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *tracebacks, renderer],
             foreign_pre_chain=[*_SHARED, structlog.stdlib.ExtraAdder()],
         )
     )

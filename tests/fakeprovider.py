@@ -69,6 +69,8 @@ class Failure:
 
     status: int
     retry_after: str | None = None
+    code: str | None = None
+    """The error's short code (OpenAI's `error.code`), which a misbehaving server may fill with anything."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +168,8 @@ async def _respond(writer: asyncio.StreamWriter, received: Received, item: Reply
         await _send_json(writer, 404, {"error": {"message": "no such path", "type": "not_found"}})
     elif isinstance(item, Failure):
         headers = {"retry-after": item.retry_after} if item.retry_after is not None else {}
-        await _send_json(writer, item.status, _error_body(received, item.status, anthropic=anthropic), headers)
+        body = _error_body(received, item.status, anthropic=anthropic, code=item.code)
+        await _send_json(writer, item.status, body, headers)
     elif not received.body.get("stream"):
         await _send_json(writer, 200, (_anthropic_message if anthropic else _openai_completion)(item, received.body))
     else:
@@ -198,14 +201,14 @@ async def _send_stream(writer: asyncio.StreamWriter, events: list[str], item: Re
     await writer.drain()
 
 
-def _error_body(received: Received, status: int, *, anthropic: bool) -> dict[str, Any]:
+def _error_body(received: Received, status: int, *, anthropic: bool, code: str | None = None) -> dict[str, Any]:
     kind = _ERROR_KINDS.get(status, "api_error")
     key = received.headers.get("x-api-key") or received.headers.get("authorization", "")
     prompt = json.dumps(received.body.get("messages", []))
     message = f"Fake {status} for key {key} and messages {prompt}"
     if anthropic:
         return {"type": "error", "error": {"type": kind, "message": message}}
-    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
 def _content(item: Reply) -> str:

@@ -212,3 +212,22 @@ async def test_a_stop_drops_only_the_sends_queued_before_it(
         early, late = await chat.outcome("early"), await chat.outcome("late")
 
     assert ("stopped", "done") == (early.state, late.state)
+
+
+async def test_a_send_with_no_worker_answers_unavailable_and_is_kept(
+    tl: Threadline, client: Client, settings: Settings, cid: str
+) -> None:
+    """No worker polls: the caller hears `server-unavailable` within seconds instead of hanging, and the
+    send, already durable, runs once a worker starts (the same request id gets its answer)."""
+    chat = tl.conversation("tutor", id=cid)
+    started = asyncio.get_running_loop().time()
+
+    with pytest.raises(ThreadlineError) as refused:
+        await chat.send("while nobody works", request_id="kept")
+    waited = asyncio.get_running_loop().time() - started
+
+    assert ("server-unavailable", True) == (refused.value.code, refused.value.retryable)
+    assert waited < 10
+    async with build_worker(client, settings):
+        outcome = await chat.outcome("kept")
+    assert "done" == outcome.state

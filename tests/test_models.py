@@ -189,16 +189,19 @@ async def test_the_key_never_leaves_the_worker(
     tl: Threadline, client: Client, settings: Settings, fake: FakeProvider, cid: str, tmp_path: Path
 ) -> None:
     """The API key is in no workflow history, record, stream or log line, even when the provider's
-    error bodies quote it."""
-    fake.add(Failure(500), Failure(400))
+    error bodies quote it, or its error code and model name are the key itself."""
+    fake.add(Failure(500, code=KEY), Failure(400, code=KEY), Reply("fine", model=KEY))
     worker = WorkerProcess(settings, tmp_path / "worker.log", env=provider_env(fake))
     try:
         worker.wait_ready()
         turn = await (await tl.conversation("tutor", id=cid, lm="openai:gpt-test").send("hello")).result()
+        answered = await tl.conversation("tutor", id=f"{cid}-2", lm="openai:gpt-test").predict("hello")
     finally:
         worker.stop()
 
     history = (await client.get_workflow_handle(workflow_id("default", cid)).fetch_history()).to_json()
+    history += (await client.get_workflow_handle(workflow_id("default", f"{cid}-2")).fetch_history()).to_json()
+    assert ("done", "(withheld: it held the key)") == (answered.state, answered.model)
     folder = settings.store_folder("default")
     files = [p.read_text() for p in folder.rglob("*.jsonl")]
     assert "failed" == turn.state

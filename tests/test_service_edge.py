@@ -196,3 +196,51 @@ async def test_an_unexpected_failure_answers_internal_and_is_logged_with_its_req
     assert "req-500" == failed.headers["x-request-id"]
     assert [("error", "req-500", 500)] == [(e["log_level"], e["request_id"], e["status"]) for e in lines]
     assert isinstance(lines[0]["exc_info"], NotADirectoryError)
+
+
+def nested(depth: int) -> Any:
+    value: Any = "deep"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+SECRET_TEXT = "my-private-prompt-5e1f"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        json.dumps({"message": SECRET_TEXT + "\ud800"}).encode(),  # a lone surrogate
+        json.dumps({"message": SECRET_TEXT + "\u0000"}).encode(),  # a NUL
+        json.dumps({"inputs": {"message": nested(220)}}).encode(),  # deep, but JSON and pydantic take it
+        json.dumps({"inputs": {"message": nested(300)}}).encode(),
+        b'{"message": "' + SECRET_TEXT.encode() + b'\xff\xfe"}',  # not UTF-8
+    ],
+    ids=["lone-surrogate", "nul", "nested-220", "nested-300", "not-utf-8"],
+)
+async def test_text_no_turn_can_take_answers_422_and_logs_none_of_it(
+    tl: Threadline, folder: Path, cid: str, body: bytes
+) -> None:
+    """Malformed text and over-deep values are `invalid-request` (422), nothing is recorded, and the
+    service's log holds no trace of the body."""
+    with capture_logs(processors=[merge_contextvars]) as logs:
+        async with serving(create_app(tl)) as http:
+            answered = await http.post(
+                f"/v1/conversations/{cid}/turns", content=body, headers={"content-type": "application/json"}
+            )
+
+    assert (422, "invalid-request") == (answered.status_code, answered.json()["error"]["code"])
+    assert [] == recorded(folder)
+    assert SECRET_TEXT not in json.dumps(logs, default=str)
+
+
+async def test_an_offset_of_thousands_of_digits_is_invalid_not_internal(
+    http: httpx.AsyncClient, worker: Worker, cid: str
+) -> None:
+    """A Last-Event-ID no stream could have given (5,000 digits) is 422 `invalid-request`, never a 500."""
+    turn = (await send(http, cid, message="hello", wait=True)).json()["turn"]
+
+    answered = await http.get(f"/v1/conversations/{cid}/turns/{turn}/events", headers={"last-event-id": "9" * 5000})
+
+    assert (422, "invalid-request") == (answered.status_code, answered.json()["error"]["code"])

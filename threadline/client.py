@@ -17,10 +17,21 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+    WorkflowUpdateStage,
+)
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -110,6 +121,18 @@ class Threadline:
             raise ThreadlineError(ErrorCode.SERVER_UNAVAILABLE, "not connected to Temporal: await tl.temporal() first")
         return self._client
 
+    async def workers_poll(self) -> bool:
+        """Whether any worker polls this connection's task queue for conversations."""
+        queue = TaskQueue(name=self.settings.task_queue)
+        query = DescribeTaskQueueRequest(
+            namespace=self.client.namespace, task_queue=queue, task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW
+        )
+        try:
+            found = await self.client.workflow_service.describe_task_queue(query, timeout=timedelta(seconds=2))
+        except RPCError as err:
+            raise from_failure(err) from None
+        return bool(found.pollers)
+
     def log(self, store: str, conversation: str) -> ConversationLog:
         """The record log of `conversation` in `store`, read incrementally and shared by every handle."""
         return self.logs.get(store, check_id(conversation))
@@ -145,7 +168,17 @@ class Threadline:
 _LOG_CHECK_S = 0.25
 UPDATE_PATIENCE_S = 120.0
 """How long a caller keeps asking while the conversation's workflow task is failing."""
+ACCEPT_WAIT_S = 3.0
+"""How long a caller waits for a worker to take its question before it checks any worker polls."""
 U = TypeVar("U")
+
+
+def _no_worker(task_queue: str) -> ThreadlineError:
+    message = (
+        f"no worker polls task queue {task_queue!r}: the send is kept and runs once one starts "
+        "(`threadline worker`); ask again with the same request id for its answer"
+    )
+    return ThreadlineError(ErrorCode.SERVER_UNAVAILABLE, message, retryable=True)
 
 
 def _folder_opener(folder: Path) -> Callable[[], AsyncStore]:
@@ -280,14 +313,30 @@ class Conversation:
         return await self._update("wait", request_id, TurnOutcome)
 
     async def _update(self, name: str, request_id: str, answer: type[U]) -> U:
-        """Ask the workflow `name` for `request_id`. While its workflow task is failing (a worker with
-        the wrong store took it, a deploy is half done), Temporal refuses updates: ask again for a while,
-        the send itself is durable."""
+        """Ask the workflow `name` for `request_id`.
+
+        A send is durable before this is asked, so two waits end early with a coded error instead of
+        hanging: no worker polls the task queue (`server-unavailable` within `ACCEPT_WAIT_S`), or the
+        workflow task keeps failing (a worker with the wrong store took it, a deploy is half done),
+        during which Temporal refuses updates, asked again for `UPDATE_PATIENCE_S`.
+        """
         handle, pause, deadline = await self._workflow(), 0.1, time.monotonic() + UPDATE_PATIENCE_S
         while True:
             try:
-                result: U = await handle.execute_update(name, request_id, result_type=answer)
+                accepted = await handle.start_update(
+                    name,
+                    request_id,
+                    id=f"{name}/{request_id}",  # asked again after a timeout: the same update, not a second one
+                    wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+                    result_type=answer,
+                    rpc_timeout=timedelta(seconds=ACCEPT_WAIT_S),
+                )
+                result: U = await accepted.result()
                 return result
+            except WorkflowUpdateRPCTimeoutOrCancelledError:
+                if not await self.tl.workers_poll():
+                    raise _no_worker(self.tl.settings.task_queue) from None
+                continue  # a worker is there, only busy: keep waiting
             except RPCError as err:
                 if err.status != RPCStatusCode.FAILED_PRECONDITION or time.monotonic() > deadline:
                     raise from_failure(err) from None

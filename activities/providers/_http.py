@@ -102,6 +102,20 @@ def _number(raw: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def scrub(text: str | None, *secrets: str | None) -> str | None:
+    """`text`, unless a secret is in it: a provider's short strings (an error code, a model name) are
+    written to logs and records, and a misbehaving server may echo the key in them."""
+    if text is None or not any(secret and secret in text for secret in secrets):
+        return text
+    return "(withheld: it held the key)"
+
+
+def request_secrets(request: httpx.Request) -> tuple[str, ...]:
+    """The credentials a request carries (bearer token, `x-api-key`)."""
+    bearer = request.headers.get("authorization", "").partition(" ")[2]
+    return tuple(filter(None, (bearer, request.headers.get("x-api-key"))))
+
+
 def error_reason(body: bytes) -> str | None:
     """The provider's short error code from an error body (`invalid_request_error`), if it has one.
 
@@ -141,9 +155,8 @@ async def post_events(
         try:
             if not response.is_success:
                 body = await response.aread()
-                raise provider_error(
-                    provider, response.status_code, headers=response.headers, reason=error_reason(body)
-                )
+                reason = scrub(error_reason(body), *request_secrets(request))
+                raise provider_error(provider, response.status_code, headers=response.headers, reason=reason)
             async for event in read_events(response.aiter_bytes()):
                 yield event
         finally:
@@ -159,9 +172,8 @@ async def post_json(client: httpx.AsyncClient, request: httpx.Request, *, provid
     except httpx.HTTPError as err:
         raise provider_error(provider, err) from err
     if not response.is_success:
-        raise provider_error(
-            provider, response.status_code, headers=response.headers, reason=error_reason(response.content)
-        )
+        reason = scrub(error_reason(response.content), *request_secrets(request))
+        raise provider_error(provider, response.status_code, headers=response.headers, reason=reason)
     try:
         return response.json()
     except ValueError:
@@ -281,9 +293,10 @@ class Collected:
             if on_text is not None:
                 await on_text(piece)
 
-    def reply(self, provider: str) -> ModelReply:
+    def reply(self, provider: str, *, secret: str | None = None) -> ModelReply:
         """The finished reply: the tool calls asked for, else the text as the one output, or the
-        outputs parsed from JSON."""
+        outputs parsed from JSON. The answering model's name never holds `secret`."""
+        self.model = scrub(self.model, secret) or self.model
         if self.refused:
             message = f"{provider}'s model refused to answer; change the inputs or the model"
             raise ThreadlineError(ErrorCode.PROVIDER_REJECTED, message, reason="refusal")

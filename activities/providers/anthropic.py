@@ -135,13 +135,13 @@ class AnthropicProvider:
         sent = self._request(request, self._api_key)
         if not self.stream:
             await _take_whole(await post_json(self._client, sent, provider=NAME), reading, on_text)
-            return reading.collected.reply(NAME)
+            return reading.collected.reply(NAME, secret=self._api_key)
         events = post_events(self._client, sent, provider=NAME)
         async with aclosing(events):
             async for event in events:
                 parsed = parse_event(_Event, event, provider=NAME)
                 if parsed.type == "message_stop":
-                    return reading.collected.reply(NAME)
+                    return reading.collected.reply(NAME, secret=self._api_key)
                 await _take(parsed, reading, on_text)
         raise stream_cut(NAME)
 

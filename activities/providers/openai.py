@@ -109,12 +109,12 @@ class OpenAIProvider:
         if not self.stream:
             whole = await post_json(self._client, self._request(request), provider=NAME)
             await _take(_parse_whole(whole), collected, on_text)
-            return collected.reply(NAME)
+            return collected.reply(NAME, secret=self._api_key)
         events = post_events(self._client, self._request(request), provider=NAME)
         async with aclosing(events):
             async for event in events:
                 if event.data == "[DONE]":
-                    return collected.reply(NAME)
+                    return collected.reply(NAME, secret=self._api_key)
                 await _take(parse_event(_Chunk, event, provider=NAME), collected, on_text)
         raise stream_cut(NAME)
 

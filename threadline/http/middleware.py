@@ -112,8 +112,12 @@ async def on_error(request: Request, exc: Exception) -> Response:
 
 
 async def on_http_error(request: Request, exc: Exception) -> Response:
-    """Exception handler for Starlette's own errors (no such route, wrong method): they keep their status."""
+    """Exception handler for Starlette's own errors (no such route, wrong method): they keep their status,
+    except a body that cannot be parsed at all (not UTF-8), which is 422 like any other malformed body."""
     status = exc.status_code if isinstance(exc, HTTPException) else 500
+    if status == 400:
+        err = ThreadlineError(ErrorCode.INVALID_REQUEST, "the body is not JSON in UTF-8; send a JSON object")
+        return error_response(err)
     message = f"{request.method} {request.url.path}: {exc.detail if isinstance(exc, HTTPException) else exc}"
     return JSONResponse({"error": {"code": ErrorCode.INVALID_REQUEST.value, "message": message}}, status_code=status)
 

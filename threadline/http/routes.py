@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from datetime import timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response, Security
 from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPBearer
-from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -33,9 +29,9 @@ from threadline.reading import MAX_PAGE, Turn, history, state_of, to_turn
 from . import bodies as m
 from .middleware import APIKey
 
-READY_TIMEOUT = timedelta(seconds=2)
-"""How long `/ready` waits for Temporal before answering 503."""
 _RESERVED_INPUTS = frozenset({"request_id", "lm"})
+MAX_OFFSET_DIGITS = 18
+"""A stream offset is a byte count: more digits than this is no offset the stream gave."""
 
 
 # ----- conversations
@@ -141,7 +137,7 @@ async def watch_turn(chat: Chat, turn: str, last_event_id: Annotated[str | None,
     when the text so far is void, then `end` with the finished turn."""
     await get_turn(chat, turn)
     offset = last_event_id or "0"
-    if not offset.isdigit():
+    if not (offset.isascii() and offset.isdigit() and len(offset) <= MAX_OFFSET_DIGITS):
         raise ThreadlineError(ErrorCode.INVALID_REQUEST, "Last-Event-ID must be an offset this stream gave")
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(_events(chat, turn, int(offset)), media_type="text/event-stream", headers=headers)
@@ -234,17 +230,9 @@ async def health() -> m.Status:
 async def ready(request: Request) -> m.Status:
     """Temporal answers and a worker polls the task queue; else 503 `server-unavailable`."""
     tl = _tl(request)
-    queue = TaskQueue(name=tl.settings.task_queue)
-    query = DescribeTaskQueueRequest(
-        namespace=tl.client.namespace, task_queue=queue, task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW
-    )
-    try:
-        found = await tl.client.workflow_service.describe_task_queue(query, timeout=READY_TIMEOUT)
-    except RPCError as err:
-        raise ThreadlineError(ErrorCode.SERVER_UNAVAILABLE, f"Temporal did not answer: {err.message}") from None
-    if not found.pollers:
+    if not await tl.workers_poll():
         raise ThreadlineError(
             ErrorCode.SERVER_UNAVAILABLE,
-            f"no worker polls task queue {queue.name!r}; start one with `threadline worker`",
+            f"no worker polls task queue {tl.settings.task_queue!r}; start one with `threadline worker`",
         )
     return m.Status(status="ready")
