@@ -22,6 +22,7 @@ class ErrorCode(StrEnum):
     STORE_UNKNOWN = "store-unknown"
     STORE_UNAVAILABLE = "store-unavailable"
     STORE_INVALID = "store-invalid"
+    STORE_KIND = "store-kind"
     RECORD_INVALID = "record-invalid"
     TURN_STATE = "turn-state"
     TURN_UNKNOWN = "turn-unknown"

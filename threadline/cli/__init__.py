@@ -21,8 +21,8 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Coroutine, Sequence
+from typing import Any, NoReturn
 
 from temporalio.service import RPCError
 
@@ -31,7 +31,7 @@ from core.errors import ThreadlineError
 from core.temporal import from_failure
 
 from . import chat, conversation_commands, serving
-from .common import Command
+from .common import Command, close_opened
 from .output import Output
 
 
@@ -52,7 +52,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     logs.configure("info" if args.command in {"dev", "worker", "serve"} else "warning")
     command: Command = args.run
     try:
-        return asyncio.run(command(args, out))
+        return asyncio.run(_closing(command(args, out)))
     except ThreadlineError as err:
         out.error(err)
     except RPCError as err:
@@ -60,6 +60,13 @@ def run(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return 1
+
+
+async def _closing(running: Coroutine[Any, Any, int]) -> int:
+    try:
+        return await running
+    finally:
+        await close_opened()
 
 
 def build_parser() -> argparse.ArgumentParser:

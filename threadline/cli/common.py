@@ -16,7 +16,7 @@ from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings
 from store.base import check_id
 from store.program import load_programs
-from threadline.client import Conversation, connect
+from threadline.client import Conversation, Threadline, connect
 
 from . import output
 from .output import Output
@@ -42,13 +42,24 @@ def add_store(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", default="default", help="the store (default; others from THREADLINE_STORES)")
 
 
+_OPENED: list[Threadline] = []
+"""The clients this command opened, closed by `close_opened` before the command's loop ends."""
+
+
 async def open_conversation(args: argparse.Namespace, settings: Settings, **options: Any) -> Conversation:
     """A handle on conversation `args.id`; a bad id or store fails before Temporal is asked anything,
     and commands that only read the store never connect to it."""
     check_id(args.id)
-    settings.store_folder(args.store)
+    settings.store_spec(args.store)
     threadline = await connect(settings, lazy=True)
+    _OPENED.append(threadline)
     return threadline.conversation(getattr(args, "program", "tutor"), args.id, store=args.store, **options)
+
+
+async def close_opened() -> None:
+    """Close the stores of every client `open_conversation` opened (database connections)."""
+    while _OPENED:
+        await _OPENED.pop().close()
 
 
 def message_inputs(message: str, program: str, settings: Settings) -> dict[str, Any]:

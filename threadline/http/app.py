@@ -148,4 +148,7 @@ async def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -
         ws="none",
         timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
-    await uvicorn.Server(config).serve()
+    try:
+        await uvicorn.Server(config).serve()
+    finally:
+        await tl.close()
