@@ -9,6 +9,7 @@ conversations from the shell.
     threadline history alex                    # the summary, key facts and counts the model is given
     threadline render alex "And 1/4?"          # the request the next turn would send; nothing sent
     threadline serve --port 8000               # the HTTP service
+    threadline store copy default postgresql://db/threadline   # a folder store into PostgreSQL
 
 Every command takes `--json` for JSON on stdout, one object per line. Errors print
 `error: <code>: <message>` on stderr (with `--json`, `{"error": {"code", "message"}}` on stdout) and
@@ -30,7 +31,7 @@ from core import logs
 from core.errors import ThreadlineError
 from core.temporal import from_failure
 
-from . import chat, conversation_commands, serving
+from . import chat, conversation_commands, serving, store_commands
 from .common import Command, close_opened
 from .output import Output
 
@@ -81,4 +82,5 @@ def build_parser() -> argparse.ArgumentParser:
     serving.add_commands(commands, common)
     chat.add_command(commands, common)
     conversation_commands.add_commands(commands, common)
+    store_commands.add_commands(commands, common)
     return parser
