@@ -395,6 +395,10 @@ class Conversation:
         chosen = Page(limit, after, before).cut(ids, self.id)
         return [to_turn(log, log.turns[tid], moment) for tid in chosen]
 
+    async def current_head(self) -> str | None:
+        """The conversation's head as its log says (every reader's, whatever this handle's view)."""
+        return (await self._read()).head
+
     async def turn(self, turn: str) -> Turn:
         """One turn by id (`turn-unknown` if the log has none)."""
         log = await self._read()
