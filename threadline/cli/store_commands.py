@@ -27,13 +27,14 @@ from . import output
 from .common import Subcommands
 from .output import Output
 
+_DESCRIPTION = "Migrate PostgreSQL stores, copy conversations between stores, check a store."
 _STORE_HELP = "a store's name (THREADLINE_STORES), a folder path, or a postgresql:// URL"
 
 
 def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     """Add `store` and its subcommands."""
     store = commands.add_parser(
-        "store", parents=[common], help="migrate, copy and check stores", description=__doc__.split("\n\n")[0]
+        "store", parents=[common], help="migrate, copy and check stores", description=_DESCRIPTION
     )
     actions = store.add_subparsers(dest="action", required=True, metavar="ACTION")
 
