@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import timedelta
-from pathlib import Path
 
 import structlog
 from temporalio.client import Client
@@ -26,10 +25,9 @@ from core.settings import Settings
 from core.temporal import connect_temporal
 from store.base import Store
 from store.blobs import open_blobs
-from store.folder import FolderStore
+from store.opening import StoreSet, migrate_stores
 from store.program import load_programs
-from store.reader import AsyncStore, LogCache, Stores, Threaded
-from store.streams import StreamLog
+from store.reader import LogCache, Threaded
 from workflows.conversation import ConversationWorkflow
 
 logger = structlog.get_logger(__name__)
@@ -50,16 +48,22 @@ def build_worker(
     client: Client,
     settings: Settings,
     *,
-    stores: Mapping[str, Store] | None = None,
+    stores: Mapping[str, Store] | StoreSet | None = None,
     providers: Mapping[str, Provider] | None = None,
 ) -> Worker:
-    """A Worker running conversations and their activities on `settings.task_queue`."""
-    folders = settings.stores or {"default": settings.data / "store"}
-    if stores is not None:
-        openers = {name: _opener(store) for name, store in stores.items()}
-    else:
-        openers = {name: _folder_opener(folder) for name, folder in folders.items()}
-    logs = LogCache(Stores(openers))
+    """A Worker running conversations and their activities on `settings.task_queue`.
+
+    Args:
+        client: The Temporal client.
+        settings: Where the stores are, the task queue, the programs, the default model.
+        stores: The stores to use: a `StoreSet` (closed by whoever made it), or blocking stores by
+            name (tests), or None to open `settings`' stores (folders, PostgreSQL databases).
+        providers: The model providers (default: the offline model only).
+    """
+    if not isinstance(stores, StoreSet):
+        given = None if stores is None else {name: Threaded(store) for name, store in stores.items()}
+        stores = StoreSet(settings.named_stores(), records=given)
+    logs = LogCache(stores.records)
     programs = load_programs(settings.programs)
     transcript = TranscriptActivities(logs, programs)
     llm = LLMActivities(
@@ -67,7 +71,7 @@ def build_worker(
         programs,
         Providers(providers if providers is not None else default_providers(settings)),
         default_model=settings.model,
-        streams={name: StreamLog(folder) for name, folder in folders.items()},
+        streams=stores.streams,
     )
     return Worker(
         client,
@@ -99,27 +103,32 @@ async def run(settings: Settings, *, client: Client | None = None, stop: asyncio
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # Migrated before anything polls: a database that cannot be reached stops the worker here.
+    await migrate_stores(settings.named_stores())
+    stores = StoreSet(settings.named_stores())
     async with new_http_client() as http:
         providers = build_providers(settings, http)
         worker = build_worker(
-            client or await connect_temporal(settings, open_blobs(settings)), settings, providers=providers
+            client or await connect_temporal(settings, open_blobs(settings)),
+            settings,
+            stores=stores,
+            providers=providers,
         )
-        async with worker:
-            logger.info(
-                "worker.started", task_queue=settings.task_queue, address=settings.address, providers=sorted(providers)
-            )
-            await stop.wait()
-            logger.info("worker.stopping")
+        try:
+            async with worker:
+                logger.info(
+                    "worker.started",
+                    task_queue=settings.task_queue,
+                    address=settings.address,
+                    providers=sorted(providers),
+                    stores=stores.names(),
+                )
+                await stop.wait()
+                logger.info("worker.stopping")
+        finally:
+            await stores.close()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.remove_signal_handler(sig)
-
-
-def _opener(store: Store) -> Callable[[], AsyncStore]:
-    return lambda: Threaded(store)
-
-
-def _folder_opener(folder: Path) -> Callable[[], AsyncStore]:
-    return lambda: Threaded(FolderStore(folder))
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ from core.models import BeginInput, PrepareResult, RenderResult, RunInput, RunRe
 from core.temporal import coded
 from store.program import Program
 from store.reader import LogCache, now
-from store.streams import StreamLog
+from store.streams import Streams
 from store.turns import Begin
 
 from .context import Preparer
@@ -45,7 +45,7 @@ class LLMActivities:
         providers: Providers,
         *,
         default_model: str = "offline",
-        streams: Mapping[str, StreamLog] | None = None,
+        streams: Mapping[str, Streams] | None = None,
     ) -> None:
         self.logs = logs
         self.programs = dict(programs)

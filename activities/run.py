@@ -25,7 +25,7 @@ from store.program import Program
 from store.reader import ConversationLog, now
 from store.records import LEASE_RENEW_SECONDS, STOP_POLL_SECONDS, Record, lease_record, stopped_record
 from store.rules import Rule, Shown
-from store.streams import StreamLog, StreamWriter
+from store.streams import Streams, StreamWriting
 from store.turns import Answer, claim_records, done_record, failed_record
 
 from .language_model import Message, ModelReply, ModelRequest, Provider
@@ -47,11 +47,11 @@ class TurnRun:
         program: Program,
         input: RunInput,
         rule: Rule,
-        streams: StreamLog | None = None,
+        streams: Streams | None = None,
     ) -> None:
         self.conversation = conversation
         self.streams = streams
-        self.stream: StreamWriter | None = None
+        self.stream: StreamWriting | None = None
         self.streamed = 0
         self.program = program
         self.input = input

@@ -24,6 +24,8 @@ Measured:
    on): events and serialized bytes of the run holding the turns, divided by its turns. Then,
    to show where the time and the bytes go: events and bytes by event type, the tasks' waiting and
    running time from the events' timestamps, and the client's calls timed one by one.
+6. The PostgreSQL store against the folder store: sequential latency and throughput (bench/_pgturns.py).
+7. Throughput with worker processes on 1, 2 and 3 test hosts (network namespaces; root only).
 
 Absolute times depend on the machine (the server, the workers and the driver share its cores);
 the ratio Threadline/anchor is what to read.
@@ -62,6 +64,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.worker import Worker
 
     from bench._bare import BareConversation, BareSend, bare_append
+    from bench._pgturns import bench_hosts, bench_store_kinds
     from core.settings import Settings
     from core.temporal import workflow_id
     from store.folder import FolderStore
@@ -809,6 +812,12 @@ async def run() -> list[Row]:
             print(f"\n5. History per turn at turns {' and '.join(map(str, HISTORY_TURNS))} (the conversations of 1)")
             rows += report_history(seq)
             report_breakdown(seq)
+
+            print("\n6. The PostgreSQL store beside the folder store (ratio = postgres / folder)")
+            rows += await bench_store_kinds(b.client, b.settings, Row)
+
+            print("\n7. Throughput with worker processes on 1, 2 and 3 test hosts (ratio = n hosts / 1 host)")
+            rows += await bench_hosts(Row)
     return rows
 
 

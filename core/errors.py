@@ -24,6 +24,7 @@ class ErrorCode(StrEnum):
     STORE_UNAVAILABLE = "store-unavailable"
     STORE_INVALID = "store-invalid"
     STORE_MISMATCH = "store-mismatch"
+    STORE_KIND = "store-kind"
     RECORD_INVALID = "record-invalid"
     TURN_STATE = "turn-state"
     TURN_UNKNOWN = "turn-unknown"

@@ -6,25 +6,54 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from .errors import ErrorCode, ThreadlineError
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 DEFAULT_TASK_QUEUE = "threadline"
 DEFAULT_IDLE_TIMEOUT_S = 24 * 3600.0
+DATABASE_SCHEMES = ("postgresql", "postgres")
+
+StoreSpec = Path | str
+"""Where a store is: a folder (`Path`), or a PostgreSQL URL (`str`, `postgresql://...`)."""
 
 
-def _stores(data: Path, spec: str) -> dict[str, Path]:
-    stores = {"default": data / "store"}
-    for item in filter(None, (part.strip() for part in spec.split(","))):
-        name, sep, folder = item.partition("=")
-        if not sep or not name.strip() or not folder.strip():
+def is_database_url(spec: StoreSpec) -> bool:
+    """Whether `spec` is a PostgreSQL URL rather than a folder."""
+    return isinstance(spec, str) and urlsplit(spec).scheme.lower() in DATABASE_SCHEMES
+
+
+def store_spec(value: str) -> StoreSpec:
+    """A `THREADLINE_STORES` value: a PostgreSQL URL as it is, anything else a folder path."""
+    value = value.strip()
+    return value if is_database_url(value) else Path(value).expanduser().absolute()
+
+
+def _stores(data: Path, spec: str) -> dict[str, StoreSpec]:
+    stores: dict[str, StoreSpec] = {"default": data / "store"}
+    # A URL may hold commas in its query, so items are split at commas that start a new `name=`.
+    for item in filter(None, (part.strip() for part in _items(spec))):
+        name, sep, where = item.partition("=")
+        if not sep or not name.strip() or not where.strip():
             raise ThreadlineError(
                 ErrorCode.INVALID_REQUEST,
-                f"THREADLINE_STORES item {item!r} is not name=folder; write e.g. THREADLINE_STORES=team=/srv/team",
+                f"THREADLINE_STORES item {item!r} is not name=folder or name=postgresql://...; "
+                "write e.g. THREADLINE_STORES=team=/srv/team",
             )
-        stores[name.strip()] = Path(folder.strip()).expanduser().absolute()
+        stores[name.strip()] = store_spec(where)
     return stores
+
+
+def _items(spec: str) -> list[str]:
+    items: list[str] = []
+    for part in spec.split(","):
+        head = part.split("=", 1)[0]
+        if items and ("=" not in part or "/" in head or ":" in head):
+            items[-1] += "," + part
+        else:
+            items.append(part)
+    return items
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:
@@ -55,8 +84,10 @@ class Settings:
 
     data: Path = field(default_factory=lambda: Path(".threadline").absolute())
     """`THREADLINE_DATA`: the data folder (default store, dev server database)."""
-    stores: dict[str, Path] = field(default_factory=dict)
-    """`THREADLINE_STORES=name=folder,...`: named stores; `default` is `$THREADLINE_DATA/store`."""
+    stores: dict[str, StoreSpec] = field(default_factory=dict)
+    """`THREADLINE_STORES=name=folder|postgresql://...,...`: named stores, each a folder or a PostgreSQL
+    database (URL, with `?schema=` for a store of its own in a shared database); `default` is
+    `$THREADLINE_DATA/store` unless named."""
     address: str = DEFAULT_ADDRESS
     """`THREADLINE_TEMPORAL_ADDRESS`: the Temporal frontend."""
     namespace: str = "default"
@@ -103,16 +134,37 @@ class Settings:
         """Where payloads too large for history are kept (`THREADLINE_PAYLOADS`, else `$THREADLINE_DATA/payloads`)."""
         return self.payloads or self.data / "payloads"
 
-    def store_folder(self, name: str) -> Path:
-        """The folder of the store named `name`.
+    def named_stores(self) -> dict[str, StoreSpec]:
+        """Every store by name (`default` alone, in the data folder, when no setting names any)."""
+        return dict(self.stores) if self.stores else {"default": self.data / "store"}
+
+    def store_spec(self, name: str) -> StoreSpec:
+        """Where the store named `name` is: its folder, or its PostgreSQL URL.
 
         Raises:
             ThreadlineError: `store-unknown` for a name no setting gives.
         """
-        stores = self.stores or {"default": self.data / "store"}
+        stores = self.named_stores()
         if name not in stores:
             known = ", ".join(sorted(stores))
             raise ThreadlineError(
                 ErrorCode.STORE_UNKNOWN, f"no store is named {name!r} (known: {known}); add it to THREADLINE_STORES"
             )
         return stores[name]
+
+    def store_folder(self, name: str) -> Path:
+        """The folder of the store named `name`.
+
+        Raises:
+            ThreadlineError: `store-unknown` for a name no setting gives; `store-kind` when the store
+                is a PostgreSQL database (reach it through `store.opening`, not a path).
+        """
+        spec = self.store_spec(name)
+        if not isinstance(spec, Path):
+            raise ThreadlineError(
+                ErrorCode.STORE_KIND,
+                f"store {name!r} is a PostgreSQL database, not a folder: use a command that reads it through "
+                "its URL (threadline store copy to make a folder of it)",
+                store=name,
+            )
+        return spec

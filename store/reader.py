@@ -58,6 +58,10 @@ OUTAGES = frozenset(
 """File errors that a store outage causes and that pass (a read-only remount, a full or failing disk)."""
 
 
+_WAIT_FIRST_S = 0.02
+_WAIT_MOST_S = 0.2
+
+
 class Threaded:
     """A blocking `Store` (a folder, memory) as an `AsyncStore`: each call runs in a worker thread.
 
@@ -80,8 +84,25 @@ class Threaded:
         return await self._call("read", self.store.read, conversation, after)
 
     async def wait(self, conversation: str, after: int, timeout: float) -> bool:
-        """See `AsyncStore.wait`."""
-        return await self._call("read", self.store.wait, conversation, after, timeout)
+        """See `AsyncStore.wait`.
+
+        Polls (20 ms, doubling to 200 ms, as FolderStore does) instead of blocking a worker thread for
+        the whole wait: the loop's default executor has only a few threads, and long waits (an HTTP
+        long poll) would hold every one of them.
+        """
+        deadline = time.monotonic() + timeout
+        pause = _WAIT_FIRST_S
+        while True:
+            if await self._call("read", self.store.wait, conversation, after, 0):
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, _WAIT_MOST_S)
+
+    async def close(self) -> None:
+        """Nothing to release: a blocking store holds no connection."""
 
     async def conversations(self) -> list[str]:
         """See `AsyncStore.conversations`."""
@@ -224,6 +245,14 @@ class Stores:
                 "task queue the same stores (THREADLINE_DATA, THREADLINE_STORES)"
             )
             raise ThreadlineError(ErrorCode.STORE_MISMATCH, message, retryable=True, expected=expected, found=found)
+
+    async def close(self) -> None:
+        """Close the stores opened so far that hold something to close (connections, threads)."""
+        opened, self._opened = list(self._opened.values()), {}
+        for store in opened:
+            close = getattr(store, "close", None)
+            if close is not None:
+                await close()
 
 
 class LogCache:

@@ -18,9 +18,41 @@ import os
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .base import check_id
+
+
+class StreamWriting(Protocol):
+    """What a model call writes its text through (a folder's `StreamWriter`, a PostgreSQL one)."""
+
+    def write(self, event: dict[str, Any]) -> None:
+        """Append `event` for this try."""
+        ...
+
+    def text(self, piece: str) -> None:
+        """Append a piece of text."""
+        ...
+
+    def end(self, state: str) -> None:
+        """Mark the try's end."""
+        ...
+
+    def close(self) -> None:
+        """Release what the writer holds."""
+        ...
+
+
+class Streams(Protocol):
+    """The text streams of one store: a writer per try, and reads from an offset."""
+
+    def writer(self, turn: str, attempt: int) -> StreamWriting:
+        """A writer for one attempt at `turn`; it marks the attempt's start at once."""
+        ...
+
+    def read(self, turn: str, offset: int = 0) -> list[tuple[int, dict[str, Any]]]:
+        """The events after `offset`, each with the offset to resume from after it (blocking)."""
+        ...
 
 
 class StreamLog:

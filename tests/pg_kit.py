@@ -55,6 +55,8 @@ class PostgresServer:
 
     folder: Path
     port: int
+    host: str = "127.0.0.1"
+    """The address clients reach it on (127.0.0.1 unless it listens on another too)."""
 
     @property
     def data(self) -> Path:
@@ -62,11 +64,11 @@ class PostgresServer:
 
     def url(self, database: str = "postgres") -> str:
         """The URL of `database` on this server, over TCP on 127.0.0.1."""
-        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
+        return f"postgresql://{SUPERUSER}@{self.host}:{self.port}/{database}"
 
     def create_database(self, name: str) -> str:
         """Create database `name`; return its URL."""
-        with psycopg.connect(self.url(), autocommit=True) as conn:
+        with psycopg.connect(self.url().replace(self.host, "127.0.0.1"), autocommit=True) as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         return self.url(name)
 
@@ -78,23 +80,30 @@ class PostgresServer:
             shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def start(*, durable: bool = False) -> PostgresServer:
+def start(*, durable: bool = False, host: str | None = None, network: str | None = None) -> PostgresServer:
     """Initialise and start a server in a new temporary folder.
 
     Args:
         durable: Keep PostgreSQL's default durability (fsync on every commit), as the benchmarks
             need to compare with a folder store's fsync; the tests run without it.
+        host: Another address to listen on (besides 127.0.0.1), which `url()` then names: the
+            address test hosts in network namespaces reach it on.
+        network: The network (`10.1.2.0/24`) whose clients it trusts, besides loopback.
     """
     folder = Path(tempfile.mkdtemp(prefix="threadline-pg-"))
     if os.geteuid() == 0:
         shutil.chown(folder, SUPERUSER)
-    server = PostgresServer(folder, free_port())
+    server = PostgresServer(folder, free_port(), host or "127.0.0.1")
     try:
         _run(
             [str(BIN / "initdb"), "-D", str(server.data), "-U", SUPERUSER, "-A", "trust", "-E", "UTF8", "--locale=C"],
             folder,
         )
-        options = ["-c", "listen_addresses=127.0.0.1", "-c", f"port={server.port}"]
+        if network is not None:
+            with (server.data / "pg_hba.conf").open("a", encoding="utf-8") as hba:
+                hba.write(f"host all all {network} trust\n")
+        addresses = ",".join(dict.fromkeys(["127.0.0.1", server.host]))
+        options = ["-c", f"listen_addresses={addresses}", "-c", f"port={server.port}"]
         options += ["-c", f"unix_socket_directories={folder}", "-c", "max_connections=300"]
         options += [] if durable else FAST
         log = folder / "server.log"
@@ -109,9 +118,11 @@ def start(*, durable: bool = False) -> PostgresServer:
 
 
 @contextmanager
-def postgres_server(*, durable: bool = False) -> Iterator[PostgresServer]:
-    """A server for the block's duration."""
-    server = start(durable=durable)
+def postgres_server(
+    *, durable: bool = False, host: str | None = None, network: str | None = None
+) -> Iterator[PostgresServer]:
+    """A server for the block's duration (see `start`)."""
+    server = start(durable=durable, host=host, network=network)
     try:
         yield server
     finally:

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from core.settings import Settings
@@ -16,9 +17,20 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 class WorkerProcess:
-    """`python worker.py` for the test's server, task queue and data folder; its JSON logs go to a file."""
+    """`python worker.py` for the test's server, task queue and data folder; its JSON logs go to a file.
 
-    def __init__(self, settings: Settings, log: Path, *, delay: float = 0.0, env: dict[str, str] | None = None) -> None:
+    `prefix` runs it under another command (`ip netns exec HOST`: on a test host of its own).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        log: Path,
+        *,
+        delay: float = 0.0,
+        env: dict[str, str] | None = None,
+        prefix: Sequence[str] = (),
+    ) -> None:
         environment = {
             **os.environ,
             "THREADLINE_TEMPORAL_ADDRESS": settings.address,
@@ -31,7 +43,7 @@ class WorkerProcess:
         self.log = log
         self._out = log.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "worker.py"], cwd=ROOT, env=environment, stdout=self._out, stderr=self._out
+            [*prefix, sys.executable, "worker.py"], cwd=ROOT, env=environment, stdout=self._out, stderr=self._out
         )
 
     def wait_ready(self, timeout: float = 20.0) -> None:

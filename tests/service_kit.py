@@ -21,12 +21,12 @@ Event = tuple[str, str | None, dict[str, Any]]
 
 
 @asynccontextmanager
-async def serving(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    """Serve `app` with uvicorn on a free loopback port; yield a client of it; stop the server after."""
+async def serving(app: FastAPI, host: str = "127.0.0.1") -> AsyncIterator[httpx.AsyncClient]:
+    """Serve `app` with uvicorn on a free port of `host` (loopback); yield a client of it; stop the server after."""
     # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say they are TCP, and without it
     # every answer on a kept-alive connection waits ~40 ms for a delayed ACK (Nagle).
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind((host, 0))
     config = uvicorn.Config(app, log_config=None, access_log=False, ws="none", timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
@@ -35,7 +35,7 @@ async def serving(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
             if task.done():
                 await task  # it failed to start: raise why
             await asyncio.sleep(0.01)
-        base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        base = f"http://{host}:{sock.getsockname()[1]}"
         async with httpx.AsyncClient(base_url=base, timeout=30) as http:
             yield http
     finally:

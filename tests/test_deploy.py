@@ -38,7 +38,7 @@ def test_the_compose_file_is_valid() -> None:
 
 def test_it_runs_temporal_and_threadline_in_order() -> None:
     """PostgreSQL, the schema job, the server, the bootstrap job, the UI and the workers, each
-    waiting for what it needs; the store on a volume; ports only on loopback."""
+    waiting for what it needs; ports only on loopback."""
     config = json.loads(compose("config", "--format", "json").stdout)
     services = config["services"]
 
@@ -46,9 +46,23 @@ def test_it_runs_temporal_and_threadline_in_order() -> None:
     assert expected <= set(services)
     assert "service_completed_successfully" == services["temporal"]["depends_on"]["temporal-schema"]["condition"]
     assert "service_completed_successfully" == services["worker"]["depends_on"]["temporal-bootstrap"]["condition"]
-    assert {"/data"} == {v["target"] for v in services["worker"]["volumes"]}
     published = [p for s in services.values() for p in s.get("ports", [])]
     assert all(p["host_ip"] == "127.0.0.1" for p in published)
+
+
+def test_workers_and_the_api_share_the_store_database_not_a_volume() -> None:
+    """Two worker replicas and the API name the `store` database as their default store, wait for it to
+    be healthy, and mount no volume: nothing but the network is shared."""
+    services = json.loads(compose("config", "--format", "json").stdout)["services"]
+    url = "postgresql://threadline:threadline@store:5432/threadline"
+
+    assert "postgres:16" == services["store"]["image"]
+    assert "pg_isready" in " ".join(services["store"]["healthcheck"]["test"])
+    assert 2 == services["worker"]["deploy"]["replicas"]
+    for name in ("worker", "api"):
+        assert f"default={url}" == services[name]["environment"]["THREADLINE_STORES"]
+        assert "service_healthy" == services[name]["depends_on"]["store"]["condition"]
+        assert [] == services[name].get("volumes", [])
 
 
 def test_a_broken_file_is_refused(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from store.tools import Tool, tool
 
 from .client import Conversation, Piece, Threadline, TurnHandle, connect
 from .reading import Turn
+from .remote import functai_store
 
 # `@threadline.program` over a typed function makes it a program: its docstring is the
 # instruction, its parameters the inputs, its return type the `result` output, with the fields and
@@ -36,6 +37,7 @@ __all__ = [
     "TurnHandle",
     "TurnOutcome",
     "connect",
+    "functai_store",
     "program",
     "tool",
 ]

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import Any, TypeVar
 
 from temporalio.api.enums.v1 import TaskQueueType
@@ -54,13 +53,13 @@ from core.settings import Settings
 from core.temporal import connect_temporal, from_failure, workflow_id
 from store.base import check_id
 from store.blobs import open_blobs
-from store.folder import FolderStore
 from store.log import Log
+from store.opening import StoreSet
 from store.program import Program, load_programs
-from store.reader import AsyncStore, ConversationLog, LogCache, Stores, Threaded, now
+from store.reader import ConversationLog, LogCache, now
 from store.records import uuid7
 from store.rules import View, view_head
-from store.streams import StreamLog, StreamReader
+from store.streams import StreamReader
 from workflows.attributes import CONVERSATION_KEY, PROGRAM_KEY, SEARCH_ATTRIBUTE_KEYS, STORE_KEY
 from workflows.conversation import ConversationWorkflow
 
@@ -97,8 +96,13 @@ class Threadline:
         self.settings = settings
         self.search_attributes = search_attributes
         self._programs: dict[str, Program] | None = None
-        folders = settings.stores or {"default": settings.store_folder("default")}
-        self.logs = LogCache(Stores({name: _folder_opener(folder) for name, folder in folders.items()}))
+        self.stores = StoreSet(settings.named_stores())
+        """Every store the settings name (a folder or a PostgreSQL database), opened on first use."""
+        self.logs = LogCache(self.stores.records)
+
+    async def close(self) -> None:
+        """Close the stores this client opened (database connections); the Temporal client stays."""
+        await self.stores.close()
 
     def programs(self) -> dict[str, Program]:
         """The programs this client knows (built in, and from THREADLINE_PROGRAMS), loaded once."""
@@ -181,8 +185,9 @@ def _no_worker(task_queue: str) -> ThreadlineError:
     return ThreadlineError(ErrorCode.SERVER_UNAVAILABLE, message, retryable=True)
 
 
-def _folder_opener(folder: Path) -> Callable[[], AsyncStore]:
-    return lambda: Threaded(FolderStore(folder))
+_END_GRACE_S = 2.0
+"""How long a watch waits for a stream's `end` once the log says its turn ended: a PostgreSQL
+store's stream is written by a thread of its own, so its last events may land just after."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,22 +410,25 @@ class Conversation:
         Each `Piece` carries the offset to reconnect from after it, so a reader that went away
         resumes where it stopped and misses nothing.
         """
-        streams, reader = StreamLog(self.tl.settings.store_folder(self.config.store)), StreamReader()
+        self.tl.logs.stores.check(self.config.store)
+        streams, reader = self.tl.stores.streams[self.config.store], StreamReader()
         checked = time.monotonic()
-        last_try = False
+        ended_at: float | None = None
         while True:
             events = await asyncio.to_thread(streams.read, turn, offset)
             for end, event in events:
                 offset = end
                 for text in reader.feed([event]):
                     yield Piece(end, text)
-            if reader.ended in ("done", "failed", "stopped", "abandoned") or last_try:
+            if reader.ended in ("done", "failed", "stopped", "abandoned"):
                 return
-            if not events and time.monotonic() - checked > _LOG_CHECK_S:
-                # The turn may have been ended by another writer, which streams nothing here.
+            if ended_at is not None and (reader.run is None or time.monotonic() - ended_at > _END_GRACE_S):
+                return  # ended by a writer that streams nothing here, or its stream's end is lost
+            if not events and ended_at is None and time.monotonic() - checked > _LOG_CHECK_S:
                 checked = time.monotonic()
                 found = (await self._read()).turns.get(turn)
-                last_try = found is None or found.ended is not None
+                if found is None or found.ended is not None:
+                    ended_at = time.monotonic()
                 continue
             await asyncio.sleep(poll)
 
@@ -458,6 +466,10 @@ class Conversation:
         ids = log.order if all else [t.id for t in log.branch(view_head(log, self.view))]
         chosen = Page(limit, after, before).cut(ids, self.id)
         return [to_turn(log, log.turns[tid], moment) for tid in chosen]
+
+    async def current_head(self) -> str | None:
+        """The conversation's head as its log says (every reader's, whatever this handle's view)."""
+        return (await self._read()).head
 
     async def turn(self, turn: str) -> Turn:
         """One turn by id (`turn-unknown` if the log has none)."""

@@ -9,6 +9,7 @@ conversations from the shell.
     threadline history alex                    # the summary, key facts and counts the model is given
     threadline render alex "And 1/4?"          # the request the next turn would send; nothing sent
     threadline serve --port 8000               # the HTTP service
+    threadline store copy default postgresql://db/threadline   # a folder store into PostgreSQL
 
 Every command takes `--json` for JSON on stdout, one object per line. Errors print
 `error: <code>: <message>` on stderr (with `--json`, `{"error": {"code", "message"}}` on stdout) and
@@ -21,8 +22,8 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Coroutine, Sequence
+from typing import Any, NoReturn
 
 from temporalio.service import RPCError
 
@@ -30,8 +31,8 @@ from core import logs
 from core.errors import ThreadlineError
 from core.temporal import from_failure
 
-from . import chat, conversation_commands, serving
-from .common import Command
+from . import chat, conversation_commands, serving, store_commands
+from .common import Command, close_opened
 from .output import Output
 
 
@@ -52,7 +53,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     logs.configure("info" if args.command in {"dev", "worker", "serve"} else "warning")
     command: Command = args.run
     try:
-        return asyncio.run(command(args, out))
+        return asyncio.run(_closing(command(args, out)))
     except ThreadlineError as err:
         out.error(err)
     except RPCError as err:
@@ -60,6 +61,13 @@ def run(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return 1
+
+
+async def _closing(running: Coroutine[Any, Any, int]) -> int:
+    try:
+        return await running
+    finally:
+        await close_opened()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,4 +82,5 @@ def build_parser() -> argparse.ArgumentParser:
     serving.add_commands(commands, common)
     chat.add_command(commands, common)
     conversation_commands.add_commands(commands, common)
+    store_commands.add_commands(commands, common)
     return parser

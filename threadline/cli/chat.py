@@ -19,11 +19,11 @@ from temporalio.service import RPCError
 from core.errors import ErrorCode, ThreadlineError, is_code
 from core.settings import Settings
 from core.temporal import from_failure
-from threadline.client import Conversation
 from threadline.reading import Turn
 
 from . import output
 from .common import (
+    Chat,
     InputLines,
     Progress,
     Subcommands,
@@ -88,7 +88,7 @@ async def run_chat(args: argparse.Namespace, out: Output) -> int:
 class ChatSession:
     """One chat: sends lines as turns and carries out commands, printing through `out`."""
 
-    def __init__(self, chat: Conversation, out: Output, *, settings: Settings, lm: str | None) -> None:
+    def __init__(self, chat: Chat, out: Output, *, settings: Settings, lm: str | None) -> None:
         self.chat = chat
         self.out = out
         self.settings = settings

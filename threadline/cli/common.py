@@ -9,17 +9,20 @@ import contextlib
 import json
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any, TextIO, TypeAlias
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any, Protocol, TextIO, TypeAlias
 
 from core.errors import ErrorCode, ThreadlineError
+from core.models import ConversationConfig, TurnOutcome
 from core.settings import Settings
 from store.base import check_id
 from store.program import load_programs
-from threadline.client import Conversation, connect
+from threadline.client import Conversation, Piece, connect
+from threadline.reading import Turn
 
 from . import output
 from .output import Output
+from .remote import RemoteConversation, Service, service_url
 
 Command = Callable[[argparse.Namespace, Output], Coroutine[Any, Any, int]]
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # not subscriptable at run time
@@ -42,13 +45,70 @@ def add_store(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", default="default", help="the store (default; others from THREADLINE_STORES)")
 
 
-async def open_conversation(args: argparse.Namespace, settings: Settings, **options: Any) -> Conversation:
+class Placed(Protocol):
+    """A placed turn, as the commands use it (`threadline.client.TurnHandle`, or one placed over HTTP)."""
+
+    @property
+    def id(self) -> str | None: ...
+    @property
+    def parent(self) -> str | None: ...
+    @property
+    def request_id(self) -> str: ...
+    async def result(self) -> Turn: ...
+
+
+class Chat(Protocol):
+    """A conversation, as the commands use it: `threadline.client.Conversation`, or
+    `remote.RemoteConversation` through the HTTP service when THREADLINE_URL is set."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def config(self) -> ConversationConfig: ...
+    def continue_from(self, turn: str | None) -> Chat: ...
+    async def send(self, *args: Any, request_id: str | None = None, lm: str | None = None, **inputs: Any) -> Placed: ...
+    async def outcome(self, request_id: str) -> TurnOutcome: ...
+    def watch(self, turn: str) -> AsyncIterator[Piece]: ...
+    async def turns(self, all: bool = False) -> list[Turn]: ...
+    async def turn(self, turn: str) -> Turn: ...
+    async def current_head(self) -> str | None: ...
+    async def history(self) -> dict[str, Any]: ...
+    async def stop(self, turn: str | None = None) -> None: ...
+    async def head(self, turn: str) -> None: ...
+
+
+_OPENED: list[Callable[[], Awaitable[None]]] = []
+"""How to close what this command opened (stores, HTTP clients), called by `close_opened`."""
+
+
+async def open_conversation(args: argparse.Namespace, settings: Settings, **options: Any) -> Chat:
+    """A handle on conversation `args.id`: through the HTTP service when THREADLINE_URL is set, else
+    through Temporal and the store (see `open_local`)."""
+    check_id(args.id)
+    if service_url() is None:
+        return await open_local(args, settings, **options)
+    service = Service.from_env()
+    _OPENED.append(service.close)
+    config = ConversationConfig(
+        store=args.store, conversation=args.id, program=getattr(args, "program", "tutor"), **options
+    )
+    return RemoteConversation(service, config)
+
+
+async def open_local(args: argparse.Namespace, settings: Settings, **options: Any) -> Conversation:
     """A handle on conversation `args.id`; a bad id or store fails before Temporal is asked anything,
     and commands that only read the store never connect to it."""
     check_id(args.id)
-    settings.store_folder(args.store)
+    settings.store_spec(args.store)
     threadline = await connect(settings, lazy=True)
+    _OPENED.append(threadline.close)
     return threadline.conversation(getattr(args, "program", "tutor"), args.id, store=args.store, **options)
+
+
+async def close_opened() -> None:
+    """Close what `open_conversation` opened (database connections, HTTP clients)."""
+    while _OPENED:
+        await _OPENED.pop()()
 
 
 def message_inputs(message: str, program: str, settings: Settings) -> dict[str, Any]:
@@ -73,11 +133,11 @@ def _json_object(text: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-async def branch_tree(chat: Conversation) -> dict[str, Any]:
+async def branch_tree(chat: Chat) -> dict[str, Any]:
     """Every turn as a tree by parent links (`output.tree`), and the conversation's head."""
     turns = await chat.turns(all=True)
     # The log's head, not the handle's view: the tree shows the conversation as every reader finds it.
-    head = (await chat.tl.log(chat.config.store, chat.id).read()).head
+    head = await chat.current_head()
     return {"conversation": chat.id, "store": chat.config.store, "head": head, "turns": output.tree(turns)}
 
 

@@ -6,11 +6,20 @@ import argparse
 import sys
 
 from core.settings import Settings
-from threadline.client import Conversation
 
 from . import output
-from .common import Progress, Subcommands, add_conversation, branch_tree, message_inputs, open_conversation
+from .common import (
+    Chat,
+    Progress,
+    Subcommands,
+    add_conversation,
+    branch_tree,
+    message_inputs,
+    open_conversation,
+    open_local,
+)
 from .output import Output
+from .remote import refuse_remote
 
 _SEND_EPILOG = """\
 MESSAGE is the program's input: for `tutor`, its `message`. For a program whose input is not
@@ -126,7 +135,7 @@ async def run_send(args: argparse.Namespace, out: Output) -> int:
     return 0 if outcome.state == "done" else 1
 
 
-async def _print_stream(chat: Conversation, turn: str, out: Output, progress: Progress) -> bool:
+async def _print_stream(chat: Chat, turn: str, out: Output, progress: Progress) -> bool:
     """Print the answer's text as it arrives; return whether any was printed."""
     stream = out.stream or sys.stdout
     printed = False
@@ -145,9 +154,10 @@ async def _print_stream(chat: Conversation, turn: str, out: Output, progress: Pr
 
 async def run_render(args: argparse.Namespace, out: Output) -> int:
     """Print the request a turn with MESSAGE would send now; send and record nothing."""
+    refuse_remote("render")
     settings = Settings.from_env()
     inputs = message_inputs(args.message, args.program, settings)
-    chat = await open_conversation(args, settings)
+    chat = await open_local(args, settings)
     if args.from_turn:
         # A send would be refused `turn-unknown`; without this check the preview would show a new root.
         chat = chat.continue_from(await chat.turn(args.from_turn))

@@ -29,6 +29,7 @@ from core.settings import Settings
 from threadline.client import Threadline, connect
 
 from .middleware import STATUS, APIKey, Auth, BodyLimit, RequestLog, on_error, on_http_error
+from .records import router as records
 from .routes import probes, router
 
 logger = structlog.get_logger(__name__)
@@ -121,6 +122,7 @@ def create_app(
     )
     app.state.tl, app.state.config = tl, ServiceSettings(parsed, max_body_bytes, tuple(cors_origins))
     app.include_router(router)
+    app.include_router(records)
     app.include_router(probes)
     for kind in (ThreadlineError, RequestValidationError, RPCError, WorkflowUpdateFailedError):
         app.add_exception_handler(kind, on_error)
@@ -148,4 +150,7 @@ async def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -
         ws="none",
         timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
-    await uvicorn.Server(config).serve()
+    try:
+        await uvicorn.Server(config).serve()
+    finally:
+        await tl.close()

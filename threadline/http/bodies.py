@@ -116,6 +116,10 @@ class History(BaseModel):
 
     turns: int
     total: int
+    head: str | None = None
+    """The head turn: the branch's tip."""
+    done_turns: int = 0
+    """Turns of the branch that ended `done` (the ones a rule can show)."""
     summary: str | None = None
     facts: list[str] = []
     summarised_turns: int = 0

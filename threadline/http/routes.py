@@ -184,6 +184,8 @@ async def get_history(chat: Chat, recent: Annotated[int, Query(ge=0, le=100)] = 
     return m.History(
         turns=len(branch),
         total=len(found.order),
+        head=found.head,
+        done_turns=view["done_turns"],
         summary=view["summary"],
         facts=view["facts"],
         summarised_turns=view["summarised_turns"],
