@@ -102,7 +102,7 @@ class Settings:
     """`THREADLINE_IDLE_TIMEOUT_S`: a conversation idle this long closes; the next turn reopens it."""
     programs: tuple[str, ...] = ()
     """`THREADLINE_PROGRAMS=module,...`: modules whose programs the worker registers."""
-    payloads: Path | None = None
+    payloads: StoreSpec | None = None
     """`THREADLINE_PAYLOADS`: the folder where payloads too large for Temporal's history are kept (the
     claim check); every client and worker of a deployment must share it. Default `$THREADLINE_DATA/payloads`."""
     attributes_every_s: float = 10.0
@@ -123,16 +123,25 @@ class Settings:
             offline_delay_s=_float(env, "THREADLINE_OFFLINE_DELAY_S", 0.0),
             idle_timeout_s=_float(env, "THREADLINE_IDLE_TIMEOUT_S", DEFAULT_IDLE_TIMEOUT_S),
             programs=tuple(p.strip() for p in env.get("THREADLINE_PROGRAMS", "").split(",") if p.strip()),
-            payloads=Path(env["THREADLINE_PAYLOADS"]).expanduser().absolute()
-            if env.get("THREADLINE_PAYLOADS")
-            else None,
+            payloads=store_spec(env["THREADLINE_PAYLOADS"]) if env.get("THREADLINE_PAYLOADS") else None,
             attributes_every_s=_float(env, "THREADLINE_ATTRIBUTES_EVERY_S", 10.0),
         )
 
+    def payloads_spec(self) -> StoreSpec:
+        """Where payloads too large for history are kept: `THREADLINE_PAYLOADS`, else the default store's
+        database when it is one, else `$THREADLINE_DATA/payloads`."""
+        if self.payloads is not None:
+            return self.payloads
+        default = self.named_stores().get("default")
+        return default if default is not None and is_database_url(default) else self.data / "payloads"
+
     @property
     def payload_folder(self) -> Path:
-        """Where payloads too large for history are kept (`THREADLINE_PAYLOADS`, else `$THREADLINE_DATA/payloads`)."""
-        return self.payloads or self.data / "payloads"
+        """The payload folder (`store-kind` when payloads are kept in a database)."""
+        spec = self.payloads_spec()
+        if not isinstance(spec, Path):
+            raise ThreadlineError(ErrorCode.STORE_KIND, "payloads are kept in a PostgreSQL database, not a folder")
+        return spec
 
     def named_stores(self) -> dict[str, StoreSpec]:
         """Every store by name (`default` alone, in the data folder, when no setting names any)."""

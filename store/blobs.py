@@ -14,9 +14,13 @@ import os
 import re
 import secrets
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from core.errors import ErrorCode, ThreadlineError
-from core.settings import Settings
+from core.settings import Settings, is_database_url
+
+if TYPE_CHECKING:
+    from .pgblobs import PostgresBlobs
 
 _KEY = re.compile(r"sha256:([0-9a-f]{64})")
 
@@ -79,6 +83,13 @@ def _sync(folder: Path) -> None:
         os.close(fd)
 
 
-def open_blobs(settings: Settings) -> FolderBlobs:
-    """The deployment's payload store, as `settings` name it."""
-    return FolderBlobs(settings.payload_folder)
+def open_blobs(settings: Settings) -> FolderBlobs | PostgresBlobs:
+    """The deployment's payload store, as `settings` name it: `THREADLINE_PAYLOADS` (a folder or a
+    `postgresql://` URL), else the default store's database when it is one (every host reaches it),
+    else `$THREADLINE_DATA/payloads`."""
+    spec = settings.payloads_spec()
+    if is_database_url(spec):
+        from .pgblobs import PostgresBlobs
+
+        return PostgresBlobs(str(spec))
+    return FolderBlobs(spec)

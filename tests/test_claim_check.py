@@ -3,6 +3,7 @@ payload store (the claim check), so history per send stays a few KB at any input
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -11,8 +12,10 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from core.errors import ErrorCode, ThreadlineError
+from core.settings import Settings
 from core.temporal import CLAIM_CHECK_ENCODING, CLAIM_CHECK_THRESHOLD, ClaimCheck, workflow_id
-from store.blobs import FolderBlobs
+from store.blobs import FolderBlobs, open_blobs
+from store.pgblobs import PostgresBlobs
 from threadline.client import Threadline
 
 PER_SEND_LIMIT = 8 * 1024
@@ -70,3 +73,22 @@ async def test_history_per_send_stays_small_whatever_the_input_size(
 
     per_send = (await history_bytes(client, cid) - before) / 3
     assert per_send < PER_SEND_LIMIT
+
+
+async def test_a_database_keeps_the_payloads_every_host_shares(pg_spec: str, tmp_path: Path) -> None:
+    """With the default store in PostgreSQL, payloads go to its database (every host reaches it), and
+    come back whole through another process's codec."""
+    settings = dataclasses.replace(Settings.from_env({}), data=tmp_path, stores={"default": pg_spec})
+    large = Payload(metadata={"encoding": b"json/plain"}, data=b'"' + b"y" * (CLAIM_CHECK_THRESHOLD * 4) + b'"')
+    writer, reader = open_blobs(settings), open_blobs(settings)
+    assert isinstance(writer, PostgresBlobs)
+
+    try:
+        encoded = await ClaimCheck(writer).encode([large])
+        decoded = await ClaimCheck(reader).decode(encoded)
+    finally:
+        await writer.close()
+        await reader.close()
+
+    assert [large] == decoded
+    assert 0 == files(tmp_path)  # nothing was written to a folder
