@@ -19,6 +19,7 @@ class ErrorCode(StrEnum):
     CONVERSATION_BUSY = "conversation-busy"
     CONVERSATION_SIGNATURE = "conversation-signature"
     CONVERSATION_NOT_FOUND = "conversation-not-found"
+    CONVERSATION_CLOSED = "conversation-closed"
     STORE_CONFLICT = "store-conflict"
     STORE_UNKNOWN = "store-unknown"
     STORE_UNAVAILABLE = "store-unavailable"

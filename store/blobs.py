@@ -50,6 +50,9 @@ class FolderBlobs:
             message = f"payload {key[:19]}… is not in the payload store; check THREADLINE_PAYLOADS on every process"
             raise ThreadlineError(ErrorCode.STORE_INVALID, message) from None
 
+    async def close(self) -> None:
+        """Nothing to release: files are opened per payload."""
+
     def _path(self, key: str) -> Path:
         found = _KEY.fullmatch(key)
         if found is None:

@@ -65,4 +65,3 @@ class PostgresBlobs:
                     await pool.open(wait=True, timeout=10)
                 self._pool = pool
         return self._pool
-

@@ -12,6 +12,7 @@ import pytest_asyncio
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.worker import Worker
 
+from activities.language_model import OfflineModel
 from core.settings import Settings
 from core.temporal import workflow_id
 from tests.kit import slow
@@ -209,22 +210,47 @@ async def test_a_send_while_a_turn_runs_is_refused_busy(
     assert [first] == [t["id"] for t in turns]
 
 
-async def test_closing_terminates_the_workflow_and_keeps_the_records(
+async def test_closing_ends_the_workflow_and_keeps_the_records(
     http: httpx.AsyncClient, worker: Worker, client: Client, cid: str
 ) -> None:
-    """DELETE closes the open workflow; the turns stay, and the next turn reopens the conversation."""
+    """DELETE closes the open workflow (it completes, not terminated); the turns stay, and the next
+    turn reopens the conversation."""
     first = (await send(http, cid, message="before", wait=True)).json()["turn"]
 
     closed = await http.delete(f"/v1/conversations/{cid}")
     description = await client.get_workflow_handle(workflow_id("default", cid)).describe()
     after = (await send(http, cid, message="after", wait=True)).json()
 
-    assert (200, {"conversation": cid, "closed": True, "records_kept": True, "was_open": True}) == (
-        closed.status_code,
-        closed.json(),
-    )
-    assert WorkflowExecutionStatus.TERMINATED == description.status
+    expected = {"conversation": cid, "closed": True, "records_kept": True, "was_open": True, "forced": False}
+    assert (200, expected | {"answered": 0}) == (closed.status_code, closed.json())
+    assert WorkflowExecutionStatus.COMPLETED == description.status
     assert ("done", first) == (after["state"], after["parent"])
+
+
+async def test_closing_answers_queued_sends_and_stops_the_running_turn(
+    tl: Threadline, client: Client, settings: Settings, cid: str
+) -> None:
+    """Nothing queued vanishes: a send queued behind a running turn is answered 409
+    `conversation-closed`, the running turn ends `stopped`, and the conversation takes the next send."""
+    hold = asyncio.Event()
+    async with (
+        build_worker(client, settings, providers={"offline": OfflineModel(hold=hold)}),
+        serving(create_app(tl)) as http,
+    ):
+        running = (await send(http, cid, message="held")).json()["turn"]
+        queued = asyncio.create_task(send(http, cid, message="queued behind it", wait=True))
+        await asyncio.sleep(0.5)  # the second send is signalled and queued
+
+        closed = await http.delete(f"/v1/conversations/{cid}")
+        answer = await queued
+        events = await read_events(http, f"/v1/conversations/{cid}/turns/{running}/events")
+        hold.set()
+        after = (await send(http, cid, message="after", wait=True)).json()
+
+    assert (200, 1) == (closed.status_code, closed.json()["answered"])
+    assert (409, "conversation-closed") == (answer.status_code, answer.json()["error"]["code"])
+    assert "stopped" == events[-1][2]["state"]
+    assert "done" == after["state"]
 
 
 async def test_closing_an_unknown_conversation_is_not_found(http: httpx.AsyncClient, cid: str) -> None:

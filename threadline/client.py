@@ -26,6 +26,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
+    WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
@@ -198,6 +199,24 @@ class Piece:
     """The stream offset to reconnect from after this piece."""
     text: str | None
     """The text, or None: the text so far is void (the model was asked again)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Closing:
+    """How `close()` went: whether a run was open, whether it had to be terminated (no worker), and
+    how many queued sends it answered `conversation-closed`."""
+
+    was_open: bool
+    forced: bool = False
+    answered: int = 0
+
+
+async def _terminate(handle: WorkflowHandle[Any, Any]) -> None:
+    try:
+        await handle.terminate(reason="closed while no worker ran; its records stay and a new turn reopens it")
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:  # it closed on its own meanwhile
+            raise from_failure(err) from None
 
 
 @dataclass(slots=True)
@@ -498,6 +517,37 @@ class Conversation:
             await (await self._workflow()).signal("stop", StopSend(turn=turn))
         except RPCError as err:
             raise from_failure(err) from None
+
+    async def close(self) -> Closing:
+        """Close the conversation's workflow: queued sends are answered `conversation-closed`, running
+        turns stop, and the run ends; the records stay, and the next send reopens it.
+
+        With no worker to do that, the run is terminated instead (`forced`): its queued sends are then
+        answered by Temporal's termination, not by the workflow.
+
+        Raises:
+            ThreadlineError: `conversation-not-found` when there are neither records nor a workflow.
+        """
+        log = await self._read()
+        handle = await self._workflow()
+        try:
+            running = (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise from_failure(err) from None
+            running = False  # never started, or its history is past retention
+        if not running:
+            if not log.n:
+                raise ThreadlineError(ErrorCode.CONVERSATION_NOT_FOUND, f"conversation {self.id} has no records")
+            return Closing(was_open=False)
+        if not await self.tl.workers_poll():
+            await _terminate(handle)
+            return Closing(was_open=True, forced=True)
+        try:
+            answered = await handle.execute_update("close", result_type=int)
+        except (WorkflowUpdateFailedError, RPCError) as err:
+            raise from_failure(err) from None
+        return Closing(was_open=True, answered=answered)
 
     def continue_from(self, turn: str | Turn | None) -> Conversation:
         """A handle whose next send continues after exactly `turn` (a branch when it is not the head)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -17,6 +18,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.llm import LLMActivities
     from activities.transcript import TranscriptActivities
+    from core.errors import ErrorCode
     from core.models import (
         BeginInput,
         Begun,
@@ -41,6 +43,9 @@ with workflow.unsafe.imports_passed_through():
     from ._details import slim
 
 STOP_ONLY_EARLIER = "stop-drops-only-earlier-sends"
+CLOSE_PATIENCE = timedelta(seconds=30)
+"""How long closing waits for its stopped turns to end (their runners see the stop within 0.25 s)."""
+CLOSED_MESSAGE = "the conversation was closed before this send was placed; send it again to reopen it"
 KEPT_OUTCOMES = 200
 CARRIED_OUTCOMES = 20
 """Recent outcomes continue-as-new carries, without outputs; older request ids are found in the log."""
@@ -235,7 +240,27 @@ class Turns:
         self.last = outcome
         self._on_end(outcome, inputs)
 
-    # ----- stops, the head, renders
+    # ----- stops, closing, the head, renders
+
+    def refuse_queued(self) -> int:
+        """Answer every queued send `conversation-closed`; return how many there were."""
+        queued = list(self.state.pending)
+        self.state.pending.clear()
+        closed = TurnError(code=ErrorCode.CONVERSATION_CLOSED, message=CLOSED_MESSAGE)
+        for send in queued:
+            self.finish(TurnOutcome(request_id=send.request_id, state="refused", error=closed))
+        return len(queued)
+
+    async def close(self) -> int:
+        """Answer every queued send `conversation-closed`, stop the running turns, and wait (a while)
+        for them and the summaries being made to end; return how many sends were answered so."""
+        queued = self.refuse_queued()
+        await self.stop(StopSend(), 0)
+        try:
+            await workflow.wait_condition(lambda: not (self.tasks or self.background), timeout=CLOSE_PATIENCE)
+        except TimeoutError:
+            workflow.logger.warning("closed with turns still running", extra={"running": len(self.tasks)})
+        return queued
 
     async def stop(self, stop: StopSend, queued: int) -> None:
         """Drop the sends queued before the stop came (they record nothing; `queued` of them), and stop

@@ -44,6 +44,7 @@ class ConversationWorkflow:
         """Each stop with how many sends were queued when it came: it drops those, never a later send."""
         self.turns = Turns(self.state, on_end=self._ended)
         self.upkeep = Upkeep(self.state.config)
+        self.closed = False
 
     @workflow.signal(name="turn")
     def turn(self, send: TurnSend) -> None:
@@ -82,6 +83,14 @@ class ConversationWorkflow:
         """Move the conversation's head to `turn` (a `head` record)."""
         await self.turns.move_head(turn)
 
+    @workflow.update(name="close")
+    async def close(self) -> int:
+        """Close the conversation: queued sends are answered `conversation-closed`, running turns stop,
+        and the run ends (its records stay; the next send reopens it). Returns the sends answered so."""
+        answered = await self.turns.close()
+        self.closed = True
+        return answered
+
     @workflow.update(name="render")
     async def render(self, send: TurnSend) -> RenderResult:
         """The exact request `send` would make now; nothing is sent to the model or recorded."""
@@ -111,8 +120,14 @@ class ConversationWorkflow:
         while True:
             await upkeep.publish_when_quiet(self._attributes, is_idle=self._idle, has_work=self._has_work)
             await workflow.wait_condition(
-                lambda: self._has_work() or (upkeep.closing and self._idle()) or self._stale()
+                lambda: self._has_work() or (upkeep.closing and self._idle()) or self._stale() or self.closed
             )
+            if self.closed:
+                if await self._drained():
+                    upkeep.publish(self._attributes(), force=True)
+                    return "closed"
+                self.closed = False  # sent after the close: the conversation reopened, serve them
+                continue
             if upkeep.closing and self._idle() and not self._has_work():
                 if await self._drained():
                     workflow.logger.info("conversation closed after being idle")

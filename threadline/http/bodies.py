@@ -148,6 +148,10 @@ class Closed(BaseModel):
     closed: bool = True
     records_kept: bool = True
     was_open: bool
+    forced: bool = False
+    """No worker ran, so the open run was terminated rather than closed by the workflow."""
+    answered: int = 0
+    """Queued sends answered `conversation-closed`."""
 
 
 class Status(BaseModel):

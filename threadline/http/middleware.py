@@ -35,6 +35,7 @@ STATUS: dict[str, int] = {
     ErrorCode.CONVERSATION_NOT_FOUND: 404,
     ErrorCode.TURN_UNKNOWN: 404,
     ErrorCode.CONVERSATION_BUSY: 409,
+    ErrorCode.CONVERSATION_CLOSED: 409,
     ErrorCode.STORE_CONFLICT: 409,
     ErrorCode.INPUT_TOO_LARGE: 413,
     ErrorCode.CONVERSATION_ID: 422,

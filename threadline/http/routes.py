@@ -14,8 +14,6 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Query, Request, Response, Security
 from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPBearer
-from temporalio.client import WorkflowExecutionStatus
-from temporalio.service import RPCError, RPCStatusCode
 
 from activities.plan import rule_of
 from core.errors import ErrorCode, ThreadlineError
@@ -197,24 +195,10 @@ async def get_history(chat: Chat, recent: Annotated[int, Query(ge=0, le=100)] = 
 
 @router.delete("/{conversation_id}")
 async def close_conversation(chat: Chat) -> m.Closed:
-    """Close the conversation's workflow (terminated if open); its records stay, and a new turn reopens it."""
-    found = await _log(chat)
-    try:
-        status = (await chat.handle.describe()).status
-    except RPCError as err:
-        if err.status != RPCStatusCode.NOT_FOUND:
-            raise
-        status = None  # never started, or its history is past retention
-    if status is None and not found.n:
-        raise ThreadlineError(ErrorCode.CONVERSATION_NOT_FOUND, f"conversation {chat.id} has no records or workflow")
-    was_open = status == WorkflowExecutionStatus.RUNNING
-    if was_open:
-        try:
-            await chat.handle.terminate(reason="closed over HTTP; its records stay and a new turn reopens it")
-        except RPCError as err:
-            if err.status != RPCStatusCode.NOT_FOUND:  # it closed on its own meanwhile
-                raise
-    return m.Closed(conversation=chat.id, was_open=was_open)
+    """Close the conversation's workflow: queued sends are answered `conversation-closed` and running
+    turns stop (terminated only when no worker runs); its records stay, and a new turn reopens it."""
+    closing = await chat.close()
+    return m.Closed(conversation=chat.id, was_open=closing.was_open, forced=closing.forced, answered=closing.answered)
 
 
 # ----- probes
