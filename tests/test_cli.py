@@ -462,3 +462,32 @@ async def test_reading_needs_no_temporal(cli_env: dict[str, str], settings: Sett
     assert turn == shown["head"]
     assert (1, "server-unavailable") == (rendered.returncode, json.loads(rendered.stdout)["error"]["code"])
     assert (1, "server-unavailable") == (sent.returncode, json.loads(sent.stdout)["error"]["code"])
+
+
+def children(pid: int) -> list[int]:
+    """The ids of the processes whose parent is `pid` (read from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue  # it exited meanwhile
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+async def test_dev_exits_with_an_error_when_its_server_dies(tmp_path: Path) -> None:
+    """`dev` notices its Temporal server died (kill -9) and exits 1 with `server-unavailable`, instead of
+    running a worker against nothing."""
+    port, ui_port = free_port(), free_port()
+    env = clean_env(data=str(tmp_path / "data"))
+
+    async with dev_process(env, tmp_path / "dev.log", "--port", str(port), "--ui-port", str(ui_port)) as dev:
+        await read_until(dev, "Press Ctrl-C")
+        (server,) = await asyncio.to_thread(children, dev.pid)
+        os.kill(server, signal.SIGKILL)
+        await asyncio.wait_for(dev.communicate(), DEV_TIMEOUT_S)
+
+    assert 1 == dev.returncode
+    assert "server-unavailable" in (tmp_path / "dev.log").read_text()

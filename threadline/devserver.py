@@ -41,6 +41,8 @@ STOP_TIMEOUT = 10.0
 _POLL_INTERVAL = 0.05
 
 logger = structlog.get_logger(__name__)
+EXIT_POLL_S = 0.5
+"""How often `threadline dev` checks its server still runs."""
 
 
 def find_temporal_binary() -> str:
@@ -175,6 +177,20 @@ class DevServer:
             raise
         elapsed_ms = round((time.monotonic() - began) * 1000)
         logger.info("devserver.started", address=self.address, ui_url=self.ui_url, startup_ms=elapsed_ms)
+
+    @property
+    def log_path(self) -> Path:
+        """Where the server writes its log."""
+        return self._log_path
+
+    async def exited(self) -> int:
+        """Wait until the server process exits on its own; its exit status (or -1 if it never ran)."""
+        process = self._process
+        if process is None:
+            return -1
+        while process.poll() is None:
+            await asyncio.sleep(EXIT_POLL_S)
+        return process.returncode
 
     async def stop(self) -> None:
         """Stop the server with SIGTERM, then SIGKILL after `STOP_TIMEOUT` seconds; safe to repeat."""

@@ -64,18 +64,40 @@ async def run_dev(args: argparse.Namespace, out: Output) -> int:
     async with DevServer(settings.data / "temporal", port=args.port, ui_port=args.ui_port) as server:
         settings = dataclasses.replace(settings, address=server.address)
         out.emit(*_ready(server, settings, serving=not args.server_only))
-        if args.server_only:
-            await stop.wait()
-            return 0
-        client = await connect_temporal(settings, open_blobs(settings))
-        demo = asyncio.create_task(_demo(client, settings, ui_url=server.ui_url, out=out)) if args.demo else None
+        died = asyncio.create_task(_on_exit(server, stop))
         try:
-            await _run_worker(settings, client=client, stop=stop)
+            if args.server_only:
+                await stop.wait()
+            else:
+                await _serve_with_worker(settings, server, args.demo, stop, out)
         finally:
-            # worker.run removes its signal handlers: a second Ctrl-C must still let the server stop in order.
-            _trap_signals(stop)
-            await _cancel(demo)
+            await _cancel(died)
+        if died.done() and not died.cancelled():
+            raise died.result()
     return 0
+
+
+async def _serve_with_worker(
+    settings: Settings, server: DevServer, demo_wanted: bool, stop: asyncio.Event, out: Output
+) -> None:
+    client = await connect_temporal(settings, open_blobs(settings))
+    demo = asyncio.create_task(_demo(client, settings, ui_url=server.ui_url, out=out)) if demo_wanted else None
+    try:
+        await _run_worker(settings, client=client, stop=stop)
+    finally:
+        # worker.run removes its signal handlers: a second Ctrl-C must still let the server stop in order.
+        _trap_signals(stop)
+        await _cancel(demo)
+
+
+async def _on_exit(server: DevServer, stop: asyncio.Event) -> ThreadlineError:
+    """Wait for the server to die on its own, then stop everything; the error `threadline dev` exits with."""
+    status = await server.exited()
+    stop.set()
+    return ThreadlineError(
+        ErrorCode.SERVER_UNAVAILABLE,
+        f"the Temporal dev server exited on its own (status {status}); see {server.log_path} and start again",
+    )
 
 
 async def run_worker(args: argparse.Namespace, out: Output) -> int:
@@ -138,7 +160,7 @@ def _trap_signals(stop: asyncio.Event) -> None:
         loop.add_signal_handler(signum, stop.set)
 
 
-async def _cancel(task: asyncio.Task[None] | None) -> None:
+async def _cancel(task: asyncio.Task[Any] | None) -> None:
     if task is not None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
