@@ -41,8 +41,6 @@ STOP_TIMEOUT = 10.0
 _POLL_INTERVAL = 0.05
 
 logger = structlog.get_logger(__name__)
-EXIT_POLL_S = 0.5
-"""How often `threadline dev` checks its server still runs."""
 
 
 def find_temporal_binary() -> str:
@@ -188,9 +186,7 @@ class DevServer:
         process = self._process
         if process is None:
             return -1
-        while process.poll() is None:
-            await asyncio.sleep(EXIT_POLL_S)
-        return process.returncode
+        return await asyncio.to_thread(process.wait)  # the thread ends when the server does, stopped or not
 
     async def stop(self) -> None:
         """Stop the server with SIGTERM, then SIGKILL after `STOP_TIMEOUT` seconds; safe to repeat."""
