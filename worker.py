@@ -17,6 +17,7 @@ import structlog
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.calls import CallWriter
 from activities.language_model import OfflineModel, Provider, Providers
 from activities.llm import LLMActivities
 from activities.providers import build_providers, new_http_client
@@ -26,7 +27,11 @@ from core.settings import Settings
 from core.temporal import connect_temporal
 from store.base import Store
 from store.blobs import open_blobs
+from store.callfolder import call_folder
+from store.calllines import CallLog
+from store.calllog import call_log
 from store.folder import FolderStore
+from store.postgres import PostgresStore
 from store.program import load_programs
 from store.reader import AsyncStore, LogCache, Stores, Threaded
 from store.streams import StreamLog
@@ -61,13 +66,15 @@ def build_worker(
         openers = {name: _folder_opener(folder) for name, folder in folders.items()}
     logs = LogCache(Stores(openers))
     programs = load_programs(settings.programs)
-    transcript = TranscriptActivities(logs, programs)
+    calls = CallWriter(call_logs(settings, stores))
+    transcript = TranscriptActivities(logs, programs, calls=calls)
     llm = LLMActivities(
         logs,
         programs,
         Providers(providers if providers is not None else default_providers(settings)),
         default_model=settings.model,
         streams={name: StreamLog(folder) for name, folder in folders.items()},
+        calls=calls,
     )
     return Worker(
         client,
@@ -112,6 +119,15 @@ async def run(settings: Settings, *, client: Client | None = None, stop: asyncio
             logger.info("worker.stopping")
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.remove_signal_handler(sig)
+
+
+def call_logs(settings: Settings, stores: Mapping[str, Store] | None = None) -> dict[str, CallLog]:
+    """Each store's call log: `<store folder>/calls` unless `THREADLINE_CALL_LOGS` names another folder;
+    a store given as an object keeps its own (a folder's beside it, PostgreSQL's in its schema)."""
+    if stores is None:
+        names = settings.stores or {"default": settings.data / "store"}
+        return {name: call_folder(settings.call_log_folder(name)) for name in names}
+    return {name: call_log(store) for name, store in stores.items() if isinstance(store, FolderStore | PostgresStore)}
 
 
 def _opener(store: Store) -> Callable[[], AsyncStore]:

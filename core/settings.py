@@ -15,16 +15,21 @@ DEFAULT_IDLE_TIMEOUT_S = 24 * 3600.0
 
 
 def _stores(data: Path, spec: str) -> dict[str, Path]:
-    stores = {"default": data / "store"}
+    return {"default": data / "store", **_folders("THREADLINE_STORES", spec)}
+
+
+def _folders(variable: str, spec: str) -> dict[str, Path]:
+    """`name=folder,...` as folders by name."""
+    out: dict[str, Path] = {}
     for item in filter(None, (part.strip() for part in spec.split(","))):
         name, sep, folder = item.partition("=")
         if not sep or not name.strip() or not folder.strip():
             raise ThreadlineError(
                 ErrorCode.INVALID_REQUEST,
-                f"THREADLINE_STORES item {item!r} is not name=folder; write e.g. THREADLINE_STORES=team=/srv/team",
+                f"{variable} item {item!r} is not name=folder; write e.g. {variable}=team=/srv/team",
             )
-        stores[name.strip()] = Path(folder.strip()).expanduser().absolute()
-    return stores
+        out[name.strip()] = Path(folder.strip()).expanduser().absolute()
+    return out
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:
@@ -76,6 +81,9 @@ class Settings:
     claim check); every client and worker of a deployment must share it. Default `$THREADLINE_DATA/payloads`."""
     attributes_every_s: float = 10.0
     """`THREADLINE_ATTRIBUTES_EVERY_S`: a conversation writes its search attributes at most this often."""
+    call_logs: dict[str, Path] = field(default_factory=dict)
+    """`THREADLINE_CALL_LOGS=name=folder,...`: where a store's call log is kept (functai's `log_calls`
+    folder); a store not named keeps it beside its conversations, in `<store folder>/calls`."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -96,6 +104,7 @@ class Settings:
             if env.get("THREADLINE_PAYLOADS")
             else None,
             attributes_every_s=_float(env, "THREADLINE_ATTRIBUTES_EVERY_S", 10.0),
+            call_logs=_folders("THREADLINE_CALL_LOGS", env.get("THREADLINE_CALL_LOGS", "")),
         )
 
     @property
@@ -116,3 +125,12 @@ class Settings:
                 ErrorCode.STORE_UNKNOWN, f"no store is named {name!r} (known: {known}); add it to THREADLINE_STORES"
             )
         return stores[name]
+
+    def call_log_folder(self, name: str) -> Path:
+        """The call-log folder of the store named `name`: `THREADLINE_CALL_LOGS`'s, else `<store folder>/calls`.
+
+        Raises:
+            ThreadlineError: `store-unknown` for a name no setting gives.
+        """
+        folder = self.store_folder(name)
+        return self.call_logs.get(name) or folder / "calls"
