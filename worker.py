@@ -20,6 +20,7 @@ from temporalio.worker import Worker
 from activities.calls import CallWriter
 from activities.language_model import OfflineModel, Provider, Providers
 from activities.llm import LLMActivities
+from activities.merges import MergeActivities
 from activities.providers import build_providers, new_http_client
 from activities.transcript import TranscriptActivities
 from core import logs
@@ -68,10 +69,12 @@ def build_worker(
     programs = load_programs(settings.programs)
     calls = CallWriter(call_logs(settings, stores))
     transcript = TranscriptActivities(logs, programs, calls=calls)
+    models = Providers(providers if providers is not None else default_providers(settings))
+    merges = MergeActivities(logs, programs, models, default_model=settings.model, calls=calls)
     llm = LLMActivities(
         logs,
         programs,
-        Providers(providers if providers is not None else default_providers(settings)),
+        models,
         default_model=settings.model,
         streams={name: StreamLog(folder) for name, folder in folders.items()},
         calls=calls,
@@ -91,6 +94,9 @@ def build_worker(
             llm.summarise_branch,
             llm.run_turn,
             llm.render_turn,
+            merges.place_merge,
+            merges.run_merge,
+            merges.end_merge,
         ],
         max_concurrent_activities=200,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,

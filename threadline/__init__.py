@@ -1,7 +1,8 @@
 """Threadline: durable multi-turn language-model conversations on Temporal.
 
 The public face: `connect()` gives a `Threadline`, whose `conversation(...)` handles send turns,
-read them, branch, move the head and stop. Errors are `ThreadlineError` with a stable `code`.
+read them, branch, merge, rate, move the head and stop; `rated`, `evaluate` and `train_test`
+learn from the rated turns. Errors are `ThreadlineError` with a stable `code`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from store.program import Program
 from store.tools import Tool, tool
 
 from .client import Conversation, Piece, Threadline, TurnHandle, connect
+from .learning import rated, train_test
 from .reading import Turn
 
 # `@threadline.program` over a typed function makes it a program: its docstring is the
@@ -37,5 +39,7 @@ __all__ = [
     "TurnOutcome",
     "connect",
     "program",
+    "rated",
     "tool",
+    "train_test",
 ]
