@@ -18,6 +18,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.calls import CallWriter
+from activities.evaluations import EvaluationActivities
 from activities.language_model import OfflineModel, Provider, Providers
 from activities.llm import LLMActivities
 from activities.merges import MergeActivities
@@ -32,11 +33,13 @@ from store.callfolder import call_folder
 from store.calllines import CallLog
 from store.calllog import call_log
 from store.folder import FolderStore
+from store.metrics import load_metrics
 from store.postgres import PostgresStore
 from store.program import load_programs
 from store.reader import AsyncStore, LogCache, Stores, Threaded
 from store.streams import StreamLog
 from workflows.conversation import ConversationWorkflow
+from workflows.evaluation import EvaluationWorkflow
 
 logger = structlog.get_logger(__name__)
 
@@ -71,6 +74,7 @@ def build_worker(
     transcript = TranscriptActivities(logs, programs, calls=calls)
     models = Providers(providers if providers is not None else default_providers(settings))
     merges = MergeActivities(logs, programs, models, default_model=settings.model, calls=calls)
+    evaluations = EvaluationActivities(programs, load_metrics(settings.programs), models, default_model=settings.model)
     llm = LLMActivities(
         logs,
         programs,
@@ -82,7 +86,7 @@ def build_worker(
     return Worker(
         client,
         task_queue=settings.task_queue,
-        workflows=[ConversationWorkflow],
+        workflows=[ConversationWorkflow, EvaluationWorkflow],
         activities=[
             transcript.begin_turn,
             transcript.follow_turn,
@@ -97,6 +101,8 @@ def build_worker(
             merges.place_merge,
             merges.run_merge,
             merges.end_merge,
+            evaluations.check_evaluation,
+            evaluations.evaluate_row,
         ],
         max_concurrent_activities=200,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,

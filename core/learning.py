@@ -79,6 +79,14 @@ class RowResult(Model):
     seconds: float = 0.0
 
 
+class EvaluationCheck(Model):
+    """Check an evaluation before any row is asked: its program, its metric, each row's inputs."""
+
+    program: str
+    metric: str
+    rows: list[dict[str, Any]]
+
+
 class EvaluationProgress(Model):
     """The `progress` query: rows scored of all, and the mean so far (failed rows count 0)."""
 

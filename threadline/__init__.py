@@ -10,10 +10,12 @@ from __future__ import annotations
 from core.errors import ErrorCode, ThreadlineError
 from core.models import ContextRule, TurnOutcome
 from core.settings import Settings
+from store.metrics import Metric, metric
 from store.program import Program
 from store.tools import Tool, tool
 
 from .client import Conversation, Piece, Threadline, TurnHandle, connect
+from .evaluation import Evaluation, evaluate
 from .learning import rated, train_test
 from .reading import Turn
 
@@ -28,6 +30,8 @@ __all__ = [
     "ContextRule",
     "Conversation",
     "ErrorCode",
+    "Evaluation",
+    "Metric",
     "Piece",
     "Program",
     "Settings",
@@ -38,6 +42,8 @@ __all__ = [
     "TurnHandle",
     "TurnOutcome",
     "connect",
+    "evaluate",
+    "metric",
     "program",
     "rated",
     "tool",
