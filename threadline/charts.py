@@ -19,6 +19,7 @@ def score_chart(scores: Sequence[float], path: Path, *, title: str, mean: float 
     """
     try:
         from matplotlib.figure import Figure  # no pyplot: no global state, no display needed
+        from matplotlib.ticker import MaxNLocator
     except ImportError:
         message = "charts need matplotlib: pip install 'threadline[charts]'"
         raise ThreadlineError(ErrorCode.INVALID_REQUEST, message) from None
@@ -32,6 +33,7 @@ def score_chart(scores: Sequence[float], path: Path, *, title: str, mean: float 
     axes.set_title(f"{title}: {len(scores)} rows")
     axes.set_xlabel("score")
     axes.set_ylabel("rows")
+    axes.yaxis.set_major_locator(MaxNLocator(integer=True))  # rows are counted in whole rows
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, format="png")
     return path
