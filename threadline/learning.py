@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from core.errors import ErrorCode, ThreadlineError
-from core.models import MergeSpec, check_inputs
+from core.models import MergeSpec, TurnOutcome, TurnSend, check_inputs
 from core.settings import Settings
 from store.callfolder import call_folder
 from store.calllines import CallLog
@@ -30,9 +30,6 @@ from store.ratings import rate
 from store.split import train_test
 
 from .reading import Turn
-
-if TYPE_CHECKING:
-    from .client import Conversation
 
 __all__ = ["backfill_calls", "call_log_of", "merge", "rate_turn", "rated", "train_test"]
 
@@ -97,8 +94,28 @@ def backfill_calls(settings: Settings, store: str = "default") -> int:
     return backfill(folder, calls=call_log_of(settings, store))
 
 
+class Sender(Protocol):
+    """What a merge needs of a conversation handle (`threadline.client.Conversation`)."""
+
+    def sent(self, inputs: dict[str, Any], *, request_id: str | None, lm: str | None) -> TurnSend:
+        """The send the handle's view makes."""
+        ...
+
+    async def signal(self, send: TurnSend) -> None:
+        """Deliver the send."""
+        ...
+
+    async def outcome(self, request_id: str) -> TurnOutcome:
+        """Wait for how it ended."""
+        ...
+
+    async def follow_turn(self, turn: str) -> Turn:
+        """Follow the turn; return it."""
+        ...
+
+
 async def merge(
-    chat: Conversation,
+    chat: Sender,
     turns: Sequence[str | Turn],
     program: str | Program,
     *,
