@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
 
 import threadline
 from core.errors import ErrorCode, ThreadlineError
@@ -61,6 +61,23 @@ async def test_rows_are_asked_again_with_their_earlier_turns_and_nothing_is_reco
     assert 0.75 == report.mean
     by_conversation = {c["conversation"]: (c["rows"], c["mean"]) for c in report.by_conversation()}
     assert {cid: (3, 2 / 3), f"{cid}-b": (1, 1.0)} == by_conversation
+
+
+async def test_an_evaluations_history_replays(client: Client, tl: Threadline, worker: Worker) -> None:
+    """An evaluation's history (a check, rows at concurrency 2, one failed row) replays deterministically."""
+    rows = [{"message": f"row {i}", "result": "x"} for i in range(5)] + [{"message": "bad", "earlier": "no"}]
+    handle = await client.start_workflow(
+        EvaluationWorkflow.run,
+        EvaluationInput(program="tutor", rows=rows, concurrency=2),
+        id=evaluation_id("tutor"),
+        task_queue=tl.settings.task_queue,
+    )
+
+    results = await follow(handle, None)
+
+    assert ["inputs-invalid"] == [r.error.code for r in results if r.error]
+    replayer = Replayer(workflows=[EvaluationWorkflow], data_converter=client.data_converter)
+    await replayer.replay_workflow(await handle.fetch_history())
 
 
 async def test_a_bad_evaluation_is_refused_before_any_row_is_asked(tl: Threadline, worker: Worker) -> None:

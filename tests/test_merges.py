@@ -12,10 +12,11 @@ import pytest
 import pytest_asyncio
 from functai import _ai, ai
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
 
 from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings
+from core.temporal import workflow_id
 from store.folder import FolderStore
 from store.log import Log
 from store.records import lease_record, turn_record, uuid7
@@ -26,6 +27,7 @@ from tests.processes import WorkerProcess, model_requests
 from threadline.client import Conversation, Threadline, connect
 from threadline.reading import Turn
 from worker import build_worker
+from workflows.conversation import ConversationWorkflow
 
 PROGRAMS = ("tests.learning_programs",)
 MERGE_ENDED_KEYS = ["functai_conversation", "kind", "at", "turn", "state", "outputs", "value", "lmcc", "saw", "model"]
@@ -164,6 +166,22 @@ class TestRefused:
 
         assert [ErrorCode.TURN_STATE] * 3 + [ErrorCode.TURN_UNKNOWN, ErrorCode.PROGRAM_INVALID] == refused
         assert before == log_bytes(folder)
+
+
+async def test_a_merge_conversations_history_replays(
+    client: Client, learning: Settings, merging: Worker, cid: str
+) -> None:
+    """A conversation with a merge, a refused merge and a stop replays without a non-determinism error."""
+    chat = (await connect(learning, client=client)).conversation("tutor", id=cid)
+    root, left, right = await branches(chat)
+    await chat.continue_from(root).merge([left, right], "pick")
+    with pytest.raises(ThreadlineError):
+        await chat.merge([left, right], "pick")
+    await chat.stop()
+
+    history = await client.get_workflow_handle(workflow_id("default", cid)).fetch_history()
+
+    await Replayer(workflows=[ConversationWorkflow], data_converter=client.data_converter).replay_workflow(history)
 
 
 async def test_a_request_id_makes_one_merge(client: Client, learning: Settings, merging: Worker, cid: str) -> None:
