@@ -11,13 +11,17 @@ import asyncio
 import signal
 from collections.abc import Mapping
 from datetime import timedelta
+from pathlib import Path
 
 import structlog
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.calls import CallWriter
+from activities.evaluations import EvaluationActivities
 from activities.language_model import OfflineModel, Provider, Providers
 from activities.llm import LLMActivities
+from activities.merges import MergeActivities
 from activities.providers import build_providers, new_http_client
 from activities.transcript import TranscriptActivities
 from core import logs
@@ -25,10 +29,17 @@ from core.settings import Settings
 from core.temporal import connect_temporal
 from store.base import Store
 from store.blobs import open_blobs
-from store.opening import StoreSet, migrate_stores
+from store.callfolder import call_folder
+from store.calllines import CallLog
+from store.calllog import call_log
+from store.folder import FolderStore
+from store.metrics import load_metrics
+from store.opening import StoreSet, migrate_stores, open_sync
+from store.postgres import PostgresStore
 from store.program import load_programs
 from store.reader import LogCache, Threaded
 from workflows.conversation import ConversationWorkflow
+from workflows.evaluation import EvaluationWorkflow
 
 logger = structlog.get_logger(__name__)
 
@@ -65,18 +76,23 @@ def build_worker(
         stores = StoreSet(settings.named_stores(), records=given)
     logs = LogCache(stores.records)
     programs = load_programs(settings.programs)
-    transcript = TranscriptActivities(logs, programs)
+    calls = CallWriter(call_logs(settings, stores))
+    transcript = TranscriptActivities(logs, programs, calls=calls)
+    models = Providers(providers if providers is not None else default_providers(settings))
+    merges = MergeActivities(logs, programs, models, default_model=settings.model, calls=calls)
+    evaluations = EvaluationActivities(programs, load_metrics(settings.programs), models, default_model=settings.model)
     llm = LLMActivities(
         logs,
         programs,
-        Providers(providers if providers is not None else default_providers(settings)),
+        models,
         default_model=settings.model,
         streams=stores.streams,
+        calls=calls,
     )
     return Worker(
         client,
         task_queue=settings.task_queue,
-        workflows=[ConversationWorkflow],
+        workflows=[ConversationWorkflow, EvaluationWorkflow],
         activities=[
             transcript.begin_turn,
             transcript.follow_turn,
@@ -88,6 +104,11 @@ def build_worker(
             llm.summarise_branch,
             llm.run_turn,
             llm.render_turn,
+            merges.place_merge,
+            merges.run_merge,
+            merges.end_merge,
+            evaluations.check_evaluation,
+            evaluations.evaluate_row,
         ],
         max_concurrent_activities=200,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
@@ -129,6 +150,20 @@ async def run(settings: Settings, *, client: Client | None = None, stop: asyncio
             await stores.close()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.remove_signal_handler(sig)
+
+
+def call_logs(settings: Settings, stores: Mapping[str, Store] | StoreSet | None = None) -> dict[str, CallLog]:
+    """Each store's call log: a folder store's in `<store folder>/calls` unless `THREADLINE_CALL_LOGS`
+    names another folder, a PostgreSQL store's in its schema; a store given as an object keeps its own."""
+    if stores is not None and not isinstance(stores, StoreSet):
+        return {
+            name: call_log(store) for name, store in stores.items() if isinstance(store, FolderStore | PostgresStore)
+        }
+    specs = settings.named_stores() if stores is None else stores.specs
+    return {
+        name: call_folder(settings.call_log_folder(name)) if isinstance(spec, Path) else call_log(open_sync(spec))
+        for name, spec in specs.items()
+    }
 
 
 def main() -> None:

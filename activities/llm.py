@@ -7,6 +7,7 @@ Each model answer is kept in the log before it is used (the turn's `ended`, a to
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 from temporalio import activity
@@ -19,6 +20,7 @@ from store.reader import LogCache, now
 from store.streams import Streams
 from store.turns import Begin
 
+from .calls import CallWriter
 from .context import Preparer
 from .language_model import Providers, split_model
 from .plan import plan_turn, rule_of, turn_request
@@ -36,6 +38,7 @@ class LLMActivities:
         providers: The model providers.
         default_model: The model string used when neither the conversation nor the send names one.
         streams: Where each store's turns stream their text (a store without one does not stream).
+        calls: Where each ended turn's call is logged (by default nowhere).
     """
 
     def __init__(
@@ -46,12 +49,14 @@ class LLMActivities:
         *,
         default_model: str = "offline",
         streams: Mapping[str, Streams] | None = None,
+        calls: CallWriter | None = None,
     ) -> None:
         self.logs = logs
         self.programs = dict(programs)
         self.providers = providers
         self.default_model = default_model
         self.streams = dict(streams or {})
+        self.calls = calls or CallWriter({})
 
     @activity.defn(name="run_turn")
     @coded
@@ -63,6 +68,7 @@ class LLMActivities:
         lm = input.send.lm or config.lm or self.default_model
         conversation = await self.logs.open(config.store, config.conversation, config.store_id)
         run = TurnRun(conversation, program, input, rule_of(config, input.send), self.streams.get(config.store))
+        run.on_end = functools.partial(self.calls.ended, config.store, conversation)
         try:
             provider, name = self.providers.resolve(lm)
             return await run.execute(provider, model=lm, name=name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Literal
 
@@ -59,6 +59,8 @@ class TurnRun:
         self.turn = input.turn
         self.owned = max(input.attempt, _heartbeat_attempt())
         self.shown: Shown | None = None
+        self.on_end: Callable[[Turn], Awaitable[None]] | None = None
+        """Called once this attempt appended the turn's `ended` record (its call is logged then)."""
 
     @property
     def saw(self) -> list[Record]:
@@ -212,6 +214,8 @@ class TurnRun:
             return [build(turn)]
 
         turn = await self.conversation.append_if(self.turn, decide)
+        if self.on_end is not None and turn.ended is not None and turn.ended.get("attempt") == self.owned:
+            await self.on_end(turn)
         result = _result(turn, self.input.send.request_id)
         if self.stream is not None:
             self.stream.end(result.outcome.state if isinstance(result, Ended) else "yielded")

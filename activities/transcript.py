@@ -33,6 +33,7 @@ from store.reader import LogCache, now
 from store.records import Record, head_record, iso
 from store.turns import Begin, Busy, failed_record, stop_records
 
+from .calls import CallWriter
 from .outcomes import outcome_of
 from .plan import plan_turn, turn_request
 
@@ -47,11 +48,13 @@ class TranscriptActivities:
     Args:
         logs: The worker's conversation logs, by store.
         programs: The programs by name.
+        calls: Where each ended turn's call is logged (by default nowhere).
     """
 
-    def __init__(self, logs: LogCache, programs: Mapping[str, Program]) -> None:
+    def __init__(self, logs: LogCache, programs: Mapping[str, Program], *, calls: CallWriter | None = None) -> None:
         self.logs = logs
         self.programs = dict(programs)
+        self.calls = calls or CallWriter({})
 
     def program(self, name: str) -> Program:
         """The program named `name` (`program-unknown` if it is not registered on this worker)."""
@@ -136,7 +139,10 @@ class TranscriptActivities:
             return None if turn.ended else [failed_record(turn.id, failure, attempt=turn.attempt, saw=[])]
 
         conversation = await self.logs.open(ref.store, ref.conversation, ref.store_id)
+        ended_before = (await conversation.turn(ref.turn)).ended is not None
         turn = await conversation.append_if(ref.turn, build)
+        if not ended_before:
+            await self.calls.ended(ref.store, conversation, turn)
         outcome = outcome_of(turn, ref.request_id)
         if outcome is None:  # cannot be: the append above ended it, or someone else had
             raise ThreadlineError(ErrorCode.INTERNAL, f"turn {turn.id} did not end", retryable=True)

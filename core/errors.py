@@ -45,6 +45,7 @@ class ErrorCode(StrEnum):
     FLOW_UNKNOWN = "flow-unknown"
     FLOW_INVALID = "flow-invalid"
     RATING_INVALID = "rating-invalid"
+    METRIC_UNKNOWN = "metric-unknown"
     INTERNAL = "internal"
 
     @classmethod

@@ -142,6 +142,17 @@ class TurnSend(Model):
     sends: Sends | None = None
     lm: str | None = None
     context: ContextRule | None = None
+    merge: MergeSpec | None = None
+    """A merge instead of a turn (`workflows/_merges.py`): the branches and the program that merges them."""
+
+
+class MergeSpec(Model):
+    """What a merge reads and who merges it: done turns continuing the view's head, and the merging
+    program (registered on the worker), asked `inputs` (None: the branches' answers)."""
+
+    turns: list[str]
+    program: str
+    inputs: dict[str, Any] | None = None
 
 
 class StopSend(Model):

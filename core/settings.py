@@ -45,6 +45,20 @@ def _stores(data: Path, spec: str) -> dict[str, StoreSpec]:
     return stores
 
 
+def _folders(variable: str, spec: str) -> dict[str, Path]:
+    """`name=folder,...` as folders by name."""
+    out: dict[str, Path] = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, sep, folder = item.partition("=")
+        if not sep or not name.strip() or not folder.strip():
+            raise ThreadlineError(
+                ErrorCode.INVALID_REQUEST,
+                f"{variable} item {item!r} is not name=folder; write e.g. {variable}=team=/srv/team",
+            )
+        out[name.strip()] = Path(folder.strip()).expanduser().absolute()
+    return out
+
+
 def _items(spec: str) -> list[str]:
     items: list[str] = []
     for part in spec.split(","):
@@ -107,6 +121,9 @@ class Settings:
     claim check); every client and worker of a deployment must share it. Default `$THREADLINE_DATA/payloads`."""
     attributes_every_s: float = 10.0
     """`THREADLINE_ATTRIBUTES_EVERY_S`: a conversation writes its search attributes at most this often."""
+    call_logs: dict[str, Path] = field(default_factory=dict)
+    """`THREADLINE_CALL_LOGS=name=folder,...`: where a store's call log is kept (functai's `log_calls`
+    folder); a store not named keeps it beside its conversations, in `<store folder>/calls`."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -125,6 +142,7 @@ class Settings:
             programs=tuple(p.strip() for p in env.get("THREADLINE_PROGRAMS", "").split(",") if p.strip()),
             payloads=store_spec(env["THREADLINE_PAYLOADS"]) if env.get("THREADLINE_PAYLOADS") else None,
             attributes_every_s=_float(env, "THREADLINE_ATTRIBUTES_EVERY_S", 10.0),
+            call_logs=_folders("THREADLINE_CALL_LOGS", env.get("THREADLINE_CALL_LOGS", "")),
         )
 
     def payloads_spec(self) -> StoreSpec:
@@ -177,3 +195,12 @@ class Settings:
                 store=name,
             )
         return spec
+
+    def call_log_folder(self, name: str) -> Path:
+        """The call-log folder of the store named `name`: `THREADLINE_CALL_LOGS`'s, else `<store folder>/calls`.
+
+        Raises:
+            ThreadlineError: `store-unknown` for a name no setting gives.
+        """
+        folder = self.store_folder(name)
+        return self.call_logs.get(name) or folder / "calls"

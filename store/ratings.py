@@ -40,6 +40,7 @@ def rate(
     by: str | None = None,
     *,
     conversation: str | None = None,
+    calls: CallLog | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Record:
     """Judge a turn's answer; return the rating as written.
@@ -54,6 +55,7 @@ def rate(
         reasons: Short tags.
         by: The person judging; None rates under this computer's account.
         conversation: The turn's conversation, when known (the store is not searched).
+        calls: The store's call log, when it is not beside the store (`THREADLINE_CALL_LOGS`).
         clock: Seconds since the epoch.
 
     Raises:
@@ -62,7 +64,7 @@ def rate(
             the turn; `turn-state` when it has not ended. Nothing is written then.
     """
     fields = _rating_fields(verdict, answer, outputs, note, list(reasons), by)
-    calls = call_log(store)
+    calls = calls if calls is not None else call_log(store)
     target = _target(store, calls, turn, conversation)
     record: Record = {"functai_rating": RATING_FORMAT, "id": uuid7(), "call": target, "at": iso(clock())}
     record.update(_who(by))

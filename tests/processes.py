@@ -37,7 +37,7 @@ class WorkerProcess:
             "THREADLINE_TASK_QUEUE": settings.task_queue,
             "THREADLINE_DATA": str(settings.data),
             "THREADLINE_OFFLINE_DELAY_S": str(delay),
-            "THREADLINE_PAYLOADS": str(settings.payload_folder),
+            "THREADLINE_PAYLOADS": str(settings.payloads_spec()),
             **(env or {}),
         }
         self.log = log

@@ -181,7 +181,7 @@ class TestTheFolder:
         skip it, and the next writer starts a file of its own rather than continue it."""
         folder = tmp_path / "calls"
         proc = _writer_process(folder, "k", 5000, big=True)
-        _wait_for_bytes(folder, 20 * BIG)
+        _wait_for_lines(folder, 21)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         killed = next(folder.glob("*/*.jsonl"))
@@ -231,10 +231,11 @@ def _writer_process(folder: Path, tag: str, n: int, *, big: bool = False) -> sub
     return subprocess.Popen(argv, cwd=ROOT)
 
 
-def _wait_for_bytes(folder: Path, n: int) -> None:
+def _wait_for_lines(folder: Path, n: int) -> None:
+    """Until the folder's files hold `n` complete lines (bytes alone undercount: a record is larger than BIG)."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if sum(p.stat().st_size for p in folder.glob("*/*.jsonl")) >= n:
+        if sum(p.read_bytes().count(b"\n") for p in folder.glob("*/*.jsonl")) >= n:
             return
         time.sleep(0.005)
-    pytest.fail(f"the writer wrote fewer than {n} bytes in 30 s")
+    pytest.fail(f"the writer wrote fewer than {n} lines in 30 s")

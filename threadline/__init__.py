@@ -1,7 +1,8 @@
 """Threadline: durable multi-turn language-model conversations on Temporal.
 
 The public face: `connect()` gives a `Threadline`, whose `conversation(...)` handles send turns,
-read them, branch, move the head and stop. Errors are `ThreadlineError` with a stable `code`.
+read them, branch, merge, rate, move the head and stop; `rated`, `evaluate` and `train_test`
+learn from the rated turns. Errors are `ThreadlineError` with a stable `code`.
 """
 
 from __future__ import annotations
@@ -9,10 +10,13 @@ from __future__ import annotations
 from core.errors import ErrorCode, ThreadlineError
 from core.models import ContextRule, TurnOutcome
 from core.settings import Settings
+from store.metrics import Metric, metric
 from store.program import Program
 from store.tools import Tool, tool
 
 from .client import Conversation, Piece, Threadline, TurnHandle, connect
+from .evaluation import Evaluation, evaluate
+from .learning import rated, train_test
 from .reading import Turn
 from .remote import functai_store
 
@@ -27,6 +31,8 @@ __all__ = [
     "ContextRule",
     "Conversation",
     "ErrorCode",
+    "Evaluation",
+    "Metric",
     "Piece",
     "Program",
     "Settings",
@@ -37,7 +43,11 @@ __all__ = [
     "TurnHandle",
     "TurnOutcome",
     "connect",
+    "evaluate",
     "functai_store",
+    "metric",
     "program",
+    "rated",
     "tool",
+    "train_test",
 ]

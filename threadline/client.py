@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -64,6 +64,7 @@ from store.streams import StreamReader
 from workflows.attributes import CONVERSATION_KEY, PROGRAM_KEY, SEARCH_ATTRIBUTE_KEYS, STORE_KEY
 from workflows.conversation import ConversationWorkflow
 
+from . import learning
 from .reading import Page, Turn, find_turn, history, to_turn
 
 
@@ -314,6 +315,65 @@ class Conversation:
         """A view that sent follows its own branch (format-1.md 4.3)."""
         self.view = View(pinned=turn)
 
+    async def follow_turn(self, turn: str) -> Turn:
+        """Follow the branch through `turn` (this view made it); return it as the log holds it."""
+        self._follow(turn)
+        return await self.turn(turn)
+
+    async def merge(
+        self,
+        turns: Sequence[str | Turn],
+        program: str | Program,
+        *,
+        request_id: str | None = None,
+        lm: str | None = None,
+        **inputs: Any,
+    ) -> Turn:
+        """Ask `program` (registered on the worker) to combine branches; its answer becomes this
+        program's turn after the view's head, with `reads` and `made_by` (format-1.md 4.10).
+
+        The merged turns must be done children of the view's head (`continue_from(root).merge(...)`).
+        `inputs` are the merging program's, by name; with none, its single input gets the branches'
+        answers (`[{"model", <inputs>..., <outputs>...}]`). Durable like a turn: a crashed worker's
+        merge runs again elsewhere, `stop()` cancels it while it is asked, and a request id makes
+        it one merge. The view then follows it.
+
+        Raises:
+            ThreadlineError: `turn-state` (a merged turn not done, or not a child of the head: nothing
+                is recorded), `turn-unknown`, `program-unknown`, `program-invalid` (its answer does
+                not fit this program's), `inputs-invalid`, or the model's error.
+        """
+        return await learning.merge(self, turns, program, request_id=request_id, lm=lm, inputs=inputs)
+
+    async def rate(
+        self,
+        turn: str | Turn,
+        verdict: str | None,
+        answer: Any = None,
+        outputs: dict[str, Any] | None = None,
+        note: str | None = None,
+        reasons: Sequence[str] = (),
+        by: str | None = None,
+    ) -> dict[str, Any]:
+        """Judge a turn's answer as functai rates a call: "right", "wrong" (with the right `answer` or
+        `outputs` when known), or None to withdraw `by`'s rating; return the rating written to the call log.
+
+        One person's later rating replaces their earlier one; a merged turn's rating goes to its
+        merging program's call.
+
+        Raises:
+            ThreadlineError: `rating-invalid`, `turn-unknown`, or `turn-state` (it has not ended).
+        """
+        tid = turn.id if isinstance(turn, Turn) else turn
+        return await learning.rate_turn(
+            self.tl.settings, self.config.store, self.id, tid, verdict,
+            answer=answer, outputs=outputs, note=note, reasons=reasons, by=by,
+        )  # fmt: skip
+
+    def sent(self, inputs: dict[str, Any], *, request_id: str | None, lm: str | None) -> TurnSend:
+        """The send this view makes with `inputs` (checked), placed where the view continues."""
+        return self._send(inputs, request_id=request_id, lm=lm)
+
     async def signal(self, send: TurnSend | StopSend) -> None:
         """Deliver a `turn` or `stop` with signal-with-start (the conversation reopens if it had closed)."""
         await self._workflow()  # connects, and settles the search attributes in the config
@@ -484,7 +544,7 @@ class Conversation:
         log, moment = await self._read(), now()
         ids = log.order if all else [t.id for t in log.branch(view_head(log, self.view))]
         chosen = Page(limit, after, before).cut(ids, self.id)
-        return [to_turn(log, log.turns[tid], moment) for tid in chosen]
+        return [to_turn(log, log.turns[tid], moment).bound(self._rater) for tid in chosen]
 
     async def current_head(self) -> str | None:
         """The conversation's head as its log says (every reader's, whatever this handle's view)."""
@@ -493,7 +553,10 @@ class Conversation:
     async def turn(self, turn: str) -> Turn:
         """One turn by id (`turn-unknown` if the log has none)."""
         log = await self._read()
-        return to_turn(log, find_turn(log, turn, self.id), now())
+        return to_turn(log, find_turn(log, turn, self.id), now()).bound(self._rater)
+
+    async def _rater(self, turn: str, verdict: str | None, *fields: Any) -> dict[str, Any]:
+        return await self.rate(turn, verdict, *fields)
 
     # ----- acting
 

@@ -6,6 +6,7 @@ Pure functions of a `Log` and the clock; the Python API, the CLI and the HTTP se
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,9 +21,13 @@ MAX_PAGE = 1000
 """The most turns one page holds."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Turn:
-    """One turn of a conversation, as the record log holds it."""
+    """One turn of a conversation, as the record log holds it.
+
+    A turn read through a conversation (`chat.turn(...)`, `chat.turns()`) can be rated: `await
+    turn.rate("right")` (see `Conversation.rate`).
+    """
 
     id: str
     parent: str | None
@@ -37,10 +42,47 @@ class Turn:
     error: dict[str, Any] | None = None
     request_id: str | None = None
     attempt: int = 1
+    reads: list[str] = field(default_factory=list)
+    """A merge's merged turns (empty for any other turn)."""
+    made_by: dict[str, Any] | None = None
+    """A merge's merging program and its call: `{"name", "version", "call"}`."""
 
     def as_dict(self) -> dict[str, Any]:
         """The turn as JSON-able data (the CLI's `--json`)."""
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    async def rate(
+        self,
+        verdict: str | None,
+        answer: Any = None,
+        outputs: dict[str, Any] | None = None,
+        note: str | None = None,
+        reasons: Sequence[str] = (),
+        by: str | None = None,
+    ) -> dict[str, Any]:
+        """Judge this turn's answer as functai rates a call; return the rating written (see `Conversation.rate`).
+
+        Raises:
+            ThreadlineError: `invalid-request` for a turn not read through a conversation, and the
+                codes of `Conversation.rate`.
+        """
+        rater: Rater | None = getattr(self, "_rater", None)
+        if rater is None:
+            message = "this turn was not read through a conversation: rate it with chat.rate(turn_id, ...)"
+            raise ThreadlineError(ErrorCode.INVALID_REQUEST, message)
+        return await rater(self.id, verdict, answer, outputs, note, reasons, by)
+
+    def bound(self, rater: Rater) -> Turn:
+        """This turn, rated through `rater` (its conversation's)."""
+        object.__setattr__(self, "_rater", rater)
+        return self
+
+
+Rater = Callable[
+    [str, "str | None", Any, "dict[str, Any] | None", "str | None", Sequence[str], "str | None"],
+    Awaitable[dict[str, Any]],
+]
+"""How a conversation rates one of its turns."""
 
 
 def shown_ids(log: Log, turn: str) -> list[str]:
@@ -68,6 +110,8 @@ def to_turn(log: Log, turn: LoggedTurn, now: float) -> Turn:
         error=ended.get("error") if not done and ended else None,
         request_id=turn.record.get("request_id"),
         attempt=turn.attempt,
+        reads=[str(t) for t in turn.record.get("reads") or []],
+        made_by=dict(turn.record["made_by"]) if isinstance(turn.record.get("made_by"), dict) else None,
     )
 
 

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
     from ._details import current_details
+    from ._merges import Merges
     from ._turns import Turns
     from ._upkeep import Attributes, Upkeep
 
@@ -43,6 +44,7 @@ class ConversationWorkflow:
         self.stops: deque[tuple[StopSend, int]] = deque()
         """Each stop with how many sends were queued when it came: it drops those, never a later send."""
         self.turns = Turns(self.state, on_end=self._ended)
+        self.merges = Merges(self.turns)
         self.upkeep = Upkeep(self.state.config)
         self.closed = False
 
@@ -138,15 +140,15 @@ class ConversationWorkflow:
             if upkeep.clock_fired():  # it fired while work arrived: keep counting from now
                 upkeep.restart_clock(self._idle)
             if self.stops:
-                await self.turns.stop(*self.stops.popleft())
+                await self.merges.stop(*self.stops.popleft())
             elif self.turns.ready():
-                await self.turns.admit(self.state.pending[0])
+                await self.merges.admit(self.state.pending[0])
             elif self._time_to_continue() and await self._drained():
                 upkeep.publish(self._attributes(), force=True)
                 workflow.continue_as_new(self.turns.carried())
 
     def _idle(self) -> bool:
-        return not self.stops and self.turns.idle()
+        return not self.stops and self.turns.idle() and self.merges.idle()
 
     def _has_work(self) -> bool:
         return bool(self.stops) or self.turns.ready() or self._time_to_continue()

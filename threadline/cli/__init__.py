@@ -8,6 +8,8 @@ conversations from the shell.
     threadline show alex                       # every turn as a branch tree, the head marked *
     threadline history alex                    # the summary, key facts and counts the model is given
     threadline render alex "And 1/4?"          # the request the next turn would send; nothing sent
+    threadline rate alex TURN right            # rate a turn, as functai rates a call
+    threadline evaluate tutor --metric exact_match   # ask the rated rows again and score them
     threadline serve --port 8000               # the HTTP service
     threadline store copy default postgresql://db/threadline   # a folder store into PostgreSQL
 
@@ -31,7 +33,7 @@ from core import logs
 from core.errors import ThreadlineError
 from core.temporal import from_failure
 
-from . import chat, conversation_commands, serving, store_commands
+from . import chat, conversation_commands, learning_commands, serving, store_commands
 from .common import Command, close_opened
 from .output import Output
 
@@ -83,4 +85,5 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_command(commands, common)
     conversation_commands.add_commands(commands, common)
     store_commands.add_commands(commands, common)
+    learning_commands.add_commands(commands, common)
     return parser

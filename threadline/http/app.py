@@ -28,6 +28,7 @@ from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings
 from threadline.client import Threadline, connect
 
+from .learning import router as learning_router
 from .middleware import STATUS, APIKey, Auth, BodyLimit, RequestLog, on_error, on_http_error
 from .records import router as records
 from .routes import probes, router
@@ -123,6 +124,7 @@ def create_app(
     app.state.tl, app.state.config = tl, ServiceSettings(parsed, max_body_bytes, tuple(cors_origins))
     app.include_router(router)
     app.include_router(records)
+    app.include_router(learning_router)
     app.include_router(probes)
     for kind in (ThreadlineError, RequestValidationError, RPCError, WorkflowUpdateFailedError):
         app.add_exception_handler(kind, on_error)
