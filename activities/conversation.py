@@ -10,7 +10,7 @@ from typing import Any
 
 from core.errors import ErrorCode, ThreadlineError
 from core.models import TurnError, TurnOutcome
-from store.base import Store
+from store.base import READ_BATCH, Store
 from store.log import Log, Turn
 from store.records import Record
 
@@ -25,10 +25,15 @@ class LogView:
         self._reading = asyncio.Lock()  # views are shared by activities: apply each record once
 
     async def read(self) -> Log:
-        """Apply the records appended since the last read."""
+        """Apply the records appended since the last read (a long log a bounded batch at a time)."""
         async with self._reading:
-            records = await asyncio.to_thread(self.store.read, self.conversation, self.log.n)
-            self.log.apply(records)
+            after = self.log.n
+            while True:
+                records = await asyncio.to_thread(self.store.read, self.conversation, after, limit=READ_BATCH)
+                self.log.apply(records)
+                after += len(records)
+                if len(records) < READ_BATCH:
+                    break
         return self.log
 
     async def append(self, records: Sequence[Record], *, expect: int | None = None) -> int:

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 FORMAT = 1
 LEASE_SECONDS = 30.0
 """How long a `lease` record keeps a turn `running` for every reader."""
@@ -82,6 +84,29 @@ def holder() -> str:
 
 
 os.register_at_fork(after_in_child=_holder.clear)
+
+
+_DIGITS = bytes(b"0"[0] if b"0"[0] <= i <= b"9"[0] else b" "[0] for i in range(256))
+_LONG_NUMBER = b"0" * 19
+
+
+def loads(line: bytes) -> Any:
+    """One line parsed exactly as `json.loads` parses it (what functai reads), about three times
+    as fast, with every object key held once however many records repeat it.
+
+    orjson reads what json reads the same way, except that it refuses NaN, infinities, lone
+    surrogates and a byte-order mark (json is asked then), and reads an integer too long for 64
+    bits as a float: a line with 19 digits in a row or more goes to json.
+
+    Raises:
+        ValueError: the line is not JSON. RecursionError: nested too deep for json.
+    """
+    if _LONG_NUMBER not in line.translate(_DIGITS):  # every digit a 0: one fast scan for a long run
+        try:
+            return orjson.loads(line)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(line)
 
 
 def dumps(record: Mapping[str, Any]) -> str:
