@@ -32,7 +32,7 @@ from core.errors import ErrorCode, ThreadlineError
 
 from .base import check_id, check_records, encode
 from .kept import paused_gc
-from .records import loads
+from .records import has_long_number, loads
 
 log = structlog.get_logger(__name__)
 
@@ -79,12 +79,23 @@ class _Lines:
         self.offset = base + end
 
 
-def _parse(line: bytes) -> dict[str, Any]:
+def _parse(line: bytes, *, long_number: bool | None = None) -> dict[str, Any]:
     try:
-        value = loads(line)
+        value = loads(line, long_number=long_number)
     except (ValueError, RecursionError):  # nested too deep to decode is as unreadable as torn
         return {"unreadable": True}
     return value if isinstance(value, dict) else {"unreadable": True}
+
+
+def _parse_piece(data: bytes, starts: array[int], ends: array[int], first: int, upto: int) -> list[dict[str, Any]]:
+    """Parse lines `first` to `upto` of `data`, the bytes from the start of the first to the end of the last."""
+    long_number = None if has_long_number(data) else False  # one scan of the piece, not one a line
+    if data.count(b"\n") == upto - first - 1:  # no blank line between them: split at once
+        lines = data.split(b"\n")
+    else:
+        base = starts[first]
+        lines = [data[starts[k] - base : ends[k] - base] for k in range(first, upto)]
+    return [_parse(line, long_number=long_number) for line in lines]
 
 
 class FolderStore:
@@ -284,7 +295,7 @@ def _records(fd: int, starts: array[int], ends: array[int]) -> list[dict[str, An
         upto = max(bisect_left(ends, base + READ_CHUNK, first + 1, last), first + 1)
         data = _read_range(fd, base, ends[upto - 1])
         with paused_gc():
-            out.extend(_parse(data[starts[k] - base : ends[k] - base]) for k in range(first, upto))
+            out += _parse_piece(data, starts, ends, first, upto)
         first = upto
     return out
 

@@ -173,12 +173,15 @@ class Log:
 
     def apply(self, records: Iterable[Record]) -> None:
         """Apply `records` (those after position `n`), skipping unknown formats, kinds and keys."""
+        apply_one = self._apply_one
         with paused_gc():
             for record in records:
                 seq = record.get("seq")
-                self.n = max(self.n, seq if isinstance(seq, int) and seq > 0 else self.n + 1)
+                n = seq if isinstance(seq, int) and seq > 0 else self.n + 1
+                if n > self.n:
+                    self.n = n
                 if record.get("functai_conversation") == FORMAT:
-                    self._apply_one(record)
+                    apply_one(record)
 
     def _canonical(self, turn: Any) -> Any:
         """The log's own string for a turn id, so a long log holds each id once."""
@@ -187,39 +190,30 @@ class Log:
 
     def _apply_one(self, record: Record) -> None:
         kind = record.get("kind")
-        if kind == "program":
-            self.programs.setdefault(record.get("version"), record)  # type: ignore[arg-type]
-            return
-        if kind == "entry":
-            self.entries.append(record)
-            return
         tid = record.get("turn")
-        if not isinstance(tid, str):
-            return
-        if kind == "turn":
-            self._add_turn(tid, record)
-            return
-        turn = self.turns.get(tid)
-        if turn is None:
-            return  # about a turn not (yet) recorded: ignored, as functai does
-        if kind == "head":
-            self.head = tid
-        elif kind == "ended":
-            turn.ended = turn.ended or kept_ended(record, turn.record, self._canonical)
-        elif kind == "lease":
+        turn = self.turns.get(tid) if isinstance(tid, str) else None
+        # The kinds a long log is made of come first.
+        if kind == "lease" and turn is not None:
             turn.lease = kept_lease(record, turn.record["turn"])
             turn.attempt = max(turn.attempt, int(record.get("attempt") or 1))
+        elif kind == "ended" and turn is not None:
+            turn.ended = turn.ended or kept_ended(record, turn.record, self._canonical)
+        elif kind == "turn" and isinstance(tid, str):
+            self._add_turn(tid, record)
+        elif kind == "program":
+            self.programs.setdefault(record.get("version"), record)  # type: ignore[arg-type]
+        elif kind == "entry":
+            self.entries.append(record)
+        elif turn is None:
+            return  # about a turn not (yet) recorded: ignored, as functai does
+        elif kind == "head":
+            self.head = tid
         elif kind == "waiting":
             turn.waiting = record
         elif kind == "stop":
             turn.stops += 1
         elif kind in _PER_TURN:
-            name = _PER_TURN[kind]
-            held = getattr(turn, name)
-            if isinstance(held, list):
-                held.append(record)
-            else:  # the shared empty tuple: most turns have none, and keep no list for them
-                setattr(turn, name, [record])
+            _add_to(turn, _PER_TURN[kind], record)
 
     def _add_turn(self, tid: str, record: Record) -> None:
         if tid in self.turns:
@@ -274,3 +268,12 @@ class Log:
     def states(self, now: float) -> dict[str, TurnStateName]:
         """Every turn's state at `now`, in the order they were sent."""
         return {tid: self.turns[tid].state(now) for tid in self.order}
+
+
+def _add_to(turn: Turn, name: str, record: Record) -> None:
+    """Append to one of a turn's lists, making it on the first record (most turns have none)."""
+    held = getattr(turn, name)
+    if isinstance(held, list):
+        held.append(record)
+    else:
+        setattr(turn, name, [record])

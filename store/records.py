@@ -90,18 +90,24 @@ _DIGITS = bytes(b"0"[0] if b"0"[0] <= i <= b"9"[0] else b" "[0] for i in range(2
 _LONG_NUMBER = b"0" * 19
 
 
-def loads(line: bytes) -> Any:
+def has_long_number(data: bytes) -> bool:
+    """Whether `data` holds 19 digits in a row or more: an integer orjson may read as a float."""
+    return _LONG_NUMBER in data.translate(_DIGITS)  # every digit a 0, then one fast search
+
+
+def loads(line: bytes, *, long_number: bool | None = None) -> Any:
     """One line parsed exactly as `json.loads` parses it (what functai reads), about three times
     as fast, with every object key held once however many records repeat it.
 
     orjson reads what json reads the same way, except that it refuses NaN, infinities, lone
     surrogates and a byte-order mark (json is asked then), and reads an integer too long for 64
-    bits as a float: a line with 19 digits in a row or more goes to json.
+    bits as a float: a line with 19 digits in a row or more goes to json. `long_number` says
+    whether the line has such a run, when the caller already looked (at a larger piece).
 
     Raises:
         ValueError: the line is not JSON. RecursionError: nested too deep for json.
     """
-    if _LONG_NUMBER not in line.translate(_DIGITS):  # every digit a 0: one fast scan for a long run
+    if not (has_long_number(line) if long_number is None else long_number):
         try:
             return orjson.loads(line)
         except orjson.JSONDecodeError:

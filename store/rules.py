@@ -288,12 +288,7 @@ def _shown_turns(
     signature: str | None,
 ) -> tuple[list[Record], list[dict[str, Any]], list[dict[str, Any]]]:
     """The saw entries (uncompressed), rows and exchanges of the picked turns."""
-    kept_inputs = {f["name"] for f in fields if f.get("direction") == "input" and f.get("purpose") == "plain"}
-    kept_outputs = {
-        f["name"]
-        for f in fields
-        if f.get("direction") == "output" and f.get("purpose", "plain") in ("plain", "reasoning")
-    }
+    kept_fields = _kept_fields(fields)
     saw: list[Record] = []
     rows: list[dict[str, Any]] = []
     exchanges: list[dict[str, Any]] = []
@@ -306,11 +301,22 @@ def _shown_turns(
         inputs, outputs, gone = t.inputs, t.outputs, without.get(t.id, [])
         row = {**inputs, **outputs}
         rows.append({k: v for k, v in row.items() if k not in gone} if gone else row)
-        entry, exchange = _entry(t, inputs, outputs, gone, same_signature[version], (kept_inputs, kept_outputs))
+        entry, exchange = _entry(t, inputs, outputs, gone, same_signature[version], kept_fields)
         if entry is not None:
             saw.append(entry)
             exchanges.append(exchange)
     return saw, rows, exchanges
+
+
+def _kept_fields(fields: Sequence[Mapping[str, Any]]) -> tuple[set[str], set[str]]:
+    """The inputs and outputs a turn shown by its values keeps: the program's plain ones (and reasoning)."""
+    inputs = {f["name"] for f in fields if f.get("direction") == "input" and f.get("purpose") == "plain"}
+    outputs = {
+        f["name"]
+        for f in fields
+        if f.get("direction") == "output" and f.get("purpose", "plain") in ("plain", "reasoning")
+    }
+    return inputs, outputs
 
 
 def _entry(

@@ -40,7 +40,8 @@ def expand(log: Log, turn: str, following: tuple[str, ...] = ()) -> list[Record]
     Raises:
         ValueError: an unknown turn, an unknown key, a `saw_of` that is not first, or a cycle.
     """
-    return [_copied(entry) for entry in _expanded(log, turn, following)]
+    with paused_gc():
+        return [_copied(entry) for entry in _expanded(log, turn, following)]
 
 
 def _expanded(log: Log, turn: str, following: tuple[str, ...] = ()) -> list[Record]:
