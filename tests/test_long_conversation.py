@@ -39,6 +39,20 @@ def test_a_log_keeps_long_log_records_equal_to_those_written(tmp_path: Path) -> 
     assert [r for r in records if r.get("kind") == "ended"] == [log.turns[t].ended for t in log.order]
 
 
+def copied(folder: Path, conversation: str, to: Path) -> Path:
+    """A copy of the conversation as `<to>/conversations/long.jsonl`; returns `to`."""
+    (to / "conversations").mkdir(parents=True)
+    shutil.copyfile(folder / "conversations" / f"{conversation}.jsonl", to / "conversations" / "long.jsonl")
+    return to
+
+
+def fresh_writer_turn(folder: Path) -> tuple[Log, str]:
+    """A restart: a new store and writer send one turn; the log as a new reader then reads it."""
+    writer = Writer(FolderStore(folder), "long", TUTOR)
+    turn = writer.send(TurnRequest({"message": "next"}), lambda _s, _i: Answer({"result": "ok"}, model="offline"))
+    return Log(FolderStore(folder).read("long")), turn
+
+
 async def test_a_20000_turn_conversation_continues_after_a_restart(
     tl: Threadline, worker: Worker, folder: Path, cid: str, tmp_path: Path
 ) -> None:
@@ -52,17 +66,11 @@ async def test_a_20000_turn_conversation_continues_after_a_restart(
       turn, history counts them, and the turns of its branch list with what each saw.
     """
     ids = write_conversation(folder, cid, TURNS)
-    ours, theirs = tmp_path / "ours" / "conversations", tmp_path / "theirs" / "conversations"
-    for copy in (ours, theirs):
-        copy.mkdir(parents=True)
-        shutil.copyfile(folder / "conversations" / f"{cid}.jsonl", copy / "long.jsonl")
+    theirs = copied(folder, cid, tmp_path / "theirs")
     functai = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.long_log", "functai", str(theirs.parent), "long", cwd=ROOT
+        sys.executable, "-m", "tests.long_log", "functai", str(theirs), "long", cwd=ROOT
     )
-
-    writer = Writer(FolderStore(ours.parent), "long", TUTOR)
-    turn = writer.send(TurnRequest({"message": "next"}), lambda _s, _i: Answer({"result": "ok"}, model="offline"))
-    written = Log(FolderStore(ours.parent).read("long"))
+    written, turn = fresh_writer_turn(copied(folder, cid, tmp_path / "ours"))
 
     chat = tl.conversation("tutor", id=cid)
     next_turn = await chat.predict("next")
@@ -73,24 +81,22 @@ async def test_a_20000_turn_conversation_continues_after_a_restart(
     early = await chat.continue_from(ids[99]).turns()
 
     assert 0 == await asyncio.wait_for(functai.wait(), 120)
-    continued = Log(FolderStore(theirs.parent).read("long"))
+    continued = Log(FolderStore(theirs).read("long"))
     their_turn = continued.turns[continued.order[-1]]
     fields, signature = TUTOR.field_records(), TUTOR.signature
     computed = shown(continued, ids[-1], fields=fields, signature=signature, now=time.time()).saw
+    everything = [steps_entry(t) for t in ids]
 
-    assert ids[-1] == written.turns[turn].parent
-    assert [{"saw_of": ids[-1]}, steps_entry(ids[-1])] == written.turns[turn].saw
-    assert ids == [e["call"] for e in expand(written, turn)]
-
-    assert ids[-1] == their_turn.parent
-    assert [{"saw_of": ids[-1]}, steps_entry(ids[-1])] == computed
-    assert their_turn.saw in (computed, [steps_entry(t) for t in ids])
-    assert [steps_entry(t) for t in ids] == expand(continued, their_turn.id)
-
-    assert ids[-1] == next_turn.parent
-    assert ids == next_turn.saw
+    assert (ids[-1], [{"saw_of": ids[-1]}, steps_entry(ids[-1])]) == (
+        written.turns[turn].parent,
+        written.turns[turn].saw,
+    )
+    assert everything == expand(written, turn)
+    assert (ids[-1], [{"saw_of": ids[-1]}, steps_entry(ids[-1])]) == (their_turn.parent, computed)
+    assert their_turn.saw in (computed, everything)
+    assert everything == expand(continued, their_turn.id)
+    assert (ids[-1], ids) == (next_turn.parent, next_turn.saw)
     assert f"I was shown {TURNS} earlier turn(s)." in str(next_turn.result)
     assert [*ids, next_turn.id] == rendered["shown"]
     assert (TURNS + 1, TURNS + 1) == (history["branch_turns"], history["done_turns"])
-    assert ids[:100] == [t.id for t in early]
-    assert [ids[:k] for k in range(100)] == [t.saw for t in early]
+    assert (ids[:100], [ids[:k] for k in range(100)]) == ([t.id for t in early], [t.saw for t in early])

@@ -84,6 +84,16 @@ _BREAKAGES = (
 )
 
 
+def entry(rng: random.Random, i: int) -> Record:
+    """A saw entry of turn `i`: an earlier turn, sometimes with steps or fields left out."""
+    out: Record = {"call": tid(rng.randrange(i)) if i else "t00000"}
+    if rng.random() < 0.3:
+        out["steps"] = True
+    if rng.random() < 0.1:
+        out["without"] = sorted(rng.sample(["a", "b", "c"], 2))
+    return out
+
+
 def plan(rng: random.Random, n: int, *, chain: float, broken: float, running: float) -> Plan:
     """`n` turns; each continues the previous one with probability `chain` (long chains: saw_of at
     every depth), else a random earlier turn or none; each saw_of names the parent or another
@@ -97,12 +107,7 @@ def plan(rng: random.Random, n: int, *, chain: float, broken: float, running: fl
         else:
             parent = rng.randrange(i)
         base = parent if parent is not None and rng.random() < 0.9 else (rng.randrange(i) if i else None)
-        own: list[Record] = [{"call": tid(rng.randrange(i)) if i else "t00000"} for _ in range(rng.randrange(3))]
-        for entry in own:
-            if rng.random() < 0.3:
-                entry["steps"] = True
-            if rng.random() < 0.1:
-                entry["without"] = sorted(rng.sample(["a", "b", "c"], 2))
+        own = [entry(rng, i) for _ in range(rng.randrange(3))]
         saw: list[Any] = ([{"saw_of": tid(base)}] if base is not None else []) + own
         is_broken = rng.random() < broken
         if is_broken:
