@@ -26,7 +26,6 @@ import dataclasses
 import json
 import os
 import platform
-import resource
 import shutil
 import subprocess
 import sys
@@ -77,7 +76,8 @@ class Row:
 
 
 def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # VmHWM, not ru_maxrss: after a fork and exec, ru_maxrss still counts the parent's pages.
+    return _status_mb(os.getpid(), "VmHWM")
 
 
 def functai_turn(folder: str, conversation: str) -> dict[str, Any]:

@@ -8,8 +8,9 @@ are the turn's own, short repeated values are interned, and equal values are the
 (Keys are shared by the parser: `store.records.loads`.) The kept record is equal to the one
 read, and costs about half as much memory.
 
-Parsing makes a great many objects that cannot form cycles, so the garbage collector is paused
-while a batch is parsed and kept (`paused_gc`): its passes would find nothing to free.
+Reading a long log makes a great many objects that cannot form cycles, so the garbage collector
+is paused while a batch is parsed and kept, and while a branch is shown or a chain expanded
+(`paused_gc`): its passes would walk the whole log again and find nothing to free.
 """
 
 from __future__ import annotations

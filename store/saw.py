@@ -97,9 +97,15 @@ def _own_entries(turn: str, saw: Sequence[Any]) -> tuple[str | None, tuple[Recor
 
 
 def _saw(t: Turn) -> Sequence[Any]:
-    """`t.saw` without the copy."""
+    """`t.saw` without the copy.
+
+    Raises:
+        ValueError: a saw that is not a list (which `Turn.saw` would fail on or split up).
+    """
     saw = (t.ended or {}).get("saw") or t.record.get("saw") or ()
-    return saw if isinstance(saw, list | tuple) else list(saw)
+    if not isinstance(saw, list | tuple):
+        raise ValueError(f"turn {t.id} was shown something this reader does not know")
+    return saw
 
 
 def _copied(entry: Record) -> Record:
