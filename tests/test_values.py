@@ -131,6 +131,9 @@ def test_lines_parse_as_json_parses_them(value: Any) -> None:
         b'\xef\xbb\xbf{"bom":1}',
         b'{"a":1,"a":2}',
         b'{"tiny":5e-324,"under":1e-400}',
+        b'{"hash":"sha256:0000000000000000000000000000000000000000000000000000000000000abc","n":1}',
+        b'{"hash":"00000000000000000000000","big":100000000000000000000,"float":1e19}',
+        b'{"float":12345678901234567890.5,"i64":-9223372036854775808,"u64":18446744073709551615}',
     ],
 )
 def test_lines_json_reads_differently_from_orjson_read_as_json_does(line: bytes) -> None:
