@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from core.errors import ErrorCode, ThreadlineError
@@ -11,6 +11,10 @@ from core.errors import ErrorCode, ThreadlineError
 from .records import dumps, with_seq
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+READ_BATCH = 4096
+"""Records read at once when catching up with a conversation: a cold read of a long one holds
+this many parsed records at a time, not all of them."""
 
 
 def check_id(conversation: object) -> str:
@@ -45,11 +49,12 @@ def encode(record: dict[str, Any], seq: int) -> bytes:
     """`record` numbered `seq`, as the line functai writes (newline included).
 
     Raises:
-        ThreadlineError: `record-invalid` when it cannot be written as JSON (NaN, infinities).
+        ThreadlineError: `record-invalid` when it cannot be written as JSON (NaN, infinities, a
+            value nested deeper than the encoder follows).
     """
     try:
         return (dumps(with_seq(record, seq)) + "\n").encode("utf-8")
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError, RecursionError) as err:
         raise ThreadlineError(
             ErrorCode.RECORD_INVALID,
             f"a record of the batch cannot be written as JSON ({err}); nothing was written",
@@ -70,8 +75,9 @@ class Store(Protocol):
         """
         ...
 
-    def read(self, conversation: str, after: int = 0) -> list[dict[str, Any]]:
-        """Return copies of the records after position `after`, in order."""
+    def read(self, conversation: str, after: int = 0, *, limit: int | None = None) -> list[dict[str, Any]]:
+        """Return copies of the records after position `after`, in order; at most `limit` of them
+        (None: all), so a long conversation can be read a bounded piece at a time."""
         ...
 
     def wait(self, conversation: str, after: int, timeout: float) -> bool:
@@ -81,3 +87,14 @@ class Store(Protocol):
     def conversations(self) -> list[str]:
         """Return the ids of the conversations that hold records, sorted."""
         ...
+
+
+def read_batches(store: Store, conversation: str, after: int = 0) -> Iterator[list[dict[str, Any]]]:
+    """The records after position `after`, `READ_BATCH` at a time, until the end of the conversation."""
+    while True:
+        batch = store.read(conversation, after, limit=READ_BATCH)
+        if batch:
+            yield batch
+        if len(batch) < READ_BATCH:
+            return
+        after += len(batch)

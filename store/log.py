@@ -7,11 +7,13 @@ since the epoch), never read here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .kept import kept_ended, kept_lease, kept_turn, paused_gc
 from .records import FORMAT, Record, parse_time
+from .values import copy_value
 
 TurnStateName = Literal["done", "failed", "stopped", "abandoned", "running", "waiting", "interrupted"]
 ENDED_STATES = frozenset({"done", "failed", "stopped", "abandoned"})
@@ -24,7 +26,12 @@ def _approval_key(a: Mapping[str, Any]) -> tuple[Any, int, str]:
 
 @dataclass(slots=True)
 class Turn:
-    """What the records say of one turn."""
+    """What the records say of one turn.
+
+    A long conversation keeps thousands of these, so a turn holds no more than the rules read:
+    its `turn` record, its first `ended` record, its last `lease` (reduced to who holds it, until
+    when, which attempt and where), and records of the other kinds only when it has some.
+    """
 
     record: Record
     ended: Record | None = None
@@ -32,11 +39,13 @@ class Turn:
     waiting: Record | None = None
     stops: int = 0
     attempt: int = 1
-    answers: list[Record] = field(default_factory=list)
-    tools: list[Record] = field(default_factory=list)
-    replies: list[Record] = field(default_factory=list)
-    calls: list[Record] = field(default_factory=list)
+    answers: Sequence[Record] = ()
+    tools: Sequence[Record] = ()
+    replies: Sequence[Record] = ()
+    calls: Sequence[Record] = ()
     children: list[str] = field(default_factory=list)
+    position: int = 0
+    """Its place in `Log.order` (later turns were recorded later)."""
 
     @property
     def id(self) -> str:
@@ -98,8 +107,54 @@ class Turn:
 _PER_TURN = {"approval": "answers", "tool": "tools", "reply": "replies", "call": "calls"}
 
 
+class Expansions(Mapping[str, list[Record]]):
+    """What ended turns saw with `saw_of` expanded, kept as links (filled by `rules.expand`).
+
+    A turn that saw its parent's entries and then its parent keeps a link to the turn its
+    `saw_of` names and its own entries: a few dozen bytes, however long the chain behind it. The
+    whole list is built only when asked for, in time linear in its length, without recursion.
+    """
+
+    def __init__(self) -> None:
+        self._links: dict[str, tuple[str | None, tuple[Record, ...]]] = {}
+
+    def link(self, turn: str, base: str | None, own: tuple[Record, ...]) -> None:
+        """Keep that `turn` saw what `base` saw (None: nothing), then `own`."""
+        self._links[turn] = (base, own)
+
+    def entries(self, turn: str) -> list[Record]:
+        """What `turn` saw, oldest first: the kept entries themselves, not copies.
+
+        Raises:
+            KeyError: for a turn not kept.
+        """
+        parts: list[tuple[Record, ...]] = []
+        at: str | None = turn
+        while at is not None:
+            at, own = self._links[at]
+            parts.append(own)
+        return [entry for own in reversed(parts) for entry in own]
+
+    def __getitem__(self, turn: str) -> list[Record]:
+        return [copy_value(entry) for entry in self.entries(turn)]
+
+    def __contains__(self, turn: object) -> bool:
+        return turn in self._links
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._links)
+
+    def __len__(self) -> int:
+        return len(self._links)
+
+
 class Log:
-    """The state of one conversation after applying its records in file order."""
+    """The state of one conversation after applying its records in file order.
+
+    What it keeps of each record is what the rules read (see `Turn`), with the text records
+    repeat (turn ids, program versions, the values an `lmcc` repeats from its turn) held once
+    (`store.kept`): what it keeps is equal to what was read, and costs about half as much.
+    """
 
     def __init__(self, records: Iterable[Record] = ()) -> None:
         self.n = 0
@@ -109,62 +164,86 @@ class Log:
         self.request_ids: dict[str, str] = {}
         self.programs: dict[str, Record] = {}
         self.entries: list[Record] = []
-        self.expanded: dict[str, list[Record]] = {}
+        self.expanded = Expansions()
         """What each ended turn saw, `saw_of` expanded (filled by `rules.expand`): without it every
         new turn would walk the whole chain of `saw_of` back to the first turn."""
+        self._orphans: dict[str, list[str]] = {}
+        """Turns recorded before the turn they continue, by that turn's id (`children` lacks them)."""
         self.apply(records)
 
     def apply(self, records: Iterable[Record]) -> None:
         """Apply `records` (those after position `n`), skipping unknown formats, kinds and keys."""
-        for record in records:
-            seq = record.get("seq")
-            self.n = max(self.n, seq if isinstance(seq, int) and seq > 0 else self.n + 1)
-            if record.get("functai_conversation") == FORMAT:
-                self._apply_one(record)
+        apply_one = self._apply_one
+        with paused_gc():
+            for record in records:
+                seq = record.get("seq")
+                n = seq if isinstance(seq, int) and seq > 0 else self.n + 1
+                if n > self.n:
+                    self.n = n
+                if record.get("functai_conversation") == FORMAT:
+                    apply_one(record)
+
+    def _canonical(self, turn: Any) -> Any:
+        """The log's own string for a turn id, so a long log holds each id once."""
+        known = self.turns.get(turn)
+        return turn if known is None else known.record["turn"]
 
     def _apply_one(self, record: Record) -> None:
         kind = record.get("kind")
-        if kind == "program":
-            self.programs.setdefault(record.get("version"), record)  # type: ignore[arg-type]
-            return
-        if kind == "entry":
-            self.entries.append(record)
-            return
         tid = record.get("turn")
-        if not isinstance(tid, str):
-            return
-        if kind == "turn":
-            self._add_turn(tid, record)
-            return
-        turn = self.turns.get(tid)
-        if turn is None:
-            return  # about a turn not (yet) recorded: ignored, as functai does
-        if kind == "head":
-            self.head = tid
-        elif kind == "ended":
-            turn.ended = turn.ended or record
-        elif kind == "lease":
-            turn.lease = record
+        turn = self.turns.get(tid) if isinstance(tid, str) else None
+        # The kinds a long log is made of come first.
+        if kind == "lease" and turn is not None:
+            turn.lease = kept_lease(record, turn.record["turn"])
             turn.attempt = max(turn.attempt, int(record.get("attempt") or 1))
+        elif kind == "ended" and turn is not None:
+            turn.ended = turn.ended or kept_ended(record, turn.record, self._canonical)
+        elif kind == "turn" and isinstance(tid, str):
+            self._add_turn(tid, record)
+        elif kind == "program":
+            self.programs.setdefault(record.get("version"), record)  # type: ignore[arg-type]
+        elif kind == "entry":
+            self.entries.append(record)
+        elif turn is None:
+            return  # about a turn not (yet) recorded: ignored, as functai does
+        elif kind == "head":
+            self.head = tid
         elif kind == "waiting":
             turn.waiting = record
         elif kind == "stop":
             turn.stops += 1
         elif kind in _PER_TURN:
-            getattr(turn, _PER_TURN[kind]).append(record)
+            _add_to(turn, _PER_TURN[kind], record)
 
     def _add_turn(self, tid: str, record: Record) -> None:
         if tid in self.turns:
             return
-        self.turns[tid] = Turn(record)
+        kept = kept_turn(record, self._canonical)
+        parent = kept.get("parent")
+        if isinstance(parent, str):
+            known = self.turns.get(parent)
+            if known is not None:
+                known.children.append(tid)
+            else:
+                self._orphans.setdefault(parent, []).append(tid)
+        self.turns[tid] = Turn(kept, position=len(self.order))
         self.order.append(tid)
-        parent = record.get("parent")
-        if isinstance(parent, str) and parent in self.turns:
-            self.turns[parent].children.append(tid)
         request_id = record.get("request_id")
         if isinstance(request_id, str) and request_id:
             self.request_ids.setdefault(request_id, tid)
         self.head = tid
+
+    def descendants(self, turn: str) -> Iterator[str]:
+        """The turns that continue `turn`, at any depth, by their `parent` (in no particular order)."""
+        stack, seen = [turn], {turn}
+        while stack:
+            at = stack.pop()
+            known = self.turns.get(at)
+            for child in (*(known.children if known else ()), *self._orphans.get(at, ())):
+                if child not in seen:
+                    seen.add(child)
+                    stack.append(child)
+                    yield child
 
     def branch(self, turn: str | None) -> list[Turn]:
         """The turns from the root to `turn`, in order (an unknown parent ends the walk)."""
@@ -189,3 +268,12 @@ class Log:
     def states(self, now: float) -> dict[str, TurnStateName]:
         """Every turn's state at `now`, in the order they were sent."""
         return {tid: self.turns[tid].state(now) for tid in self.order}
+
+
+def _add_to(turn: Turn, name: str, record: Record) -> None:
+    """Append to one of a turn's lists, making it on the first record (most turns have none)."""
+    held = getattr(turn, name)
+    if isinstance(held, list):
+        held.append(record)
+    else:
+        setattr(turn, name, [record])

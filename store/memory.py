@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import threading
 import uuid
 from collections.abc import Sequence
@@ -12,6 +11,7 @@ from core.errors import ErrorCode, ThreadlineError
 
 from .base import check_id, check_records, encode
 from .records import with_seq
+from .values import copy_value
 
 
 class MemoryStore:
@@ -44,15 +44,17 @@ class MemoryStore:
                     found=len(log),
                 )
             for record in batch:
-                log.append(with_seq(copy.deepcopy(record), len(log) + 1))
+                log.append(with_seq(copy_value(record), len(log) + 1))
             self._changed.notify_all()
             return len(log)
 
-    def read(self, conversation: str, after: int = 0) -> list[dict[str, Any]]:
-        """Return copies of the records after position `after`."""
+    def read(self, conversation: str, after: int = 0, *, limit: int | None = None) -> list[dict[str, Any]]:
+        """Return copies of the records after position `after` (at most `limit` of them)."""
         check_id(conversation)
+        first = max(after, 0)
+        last = None if limit is None else first + max(limit, 0)
         with self._changed:
-            return copy.deepcopy(self._records.get(conversation, [])[max(after, 0) :])
+            return [copy_value(r) for r in self._records.get(conversation, [])[first:last]]
 
     def wait(self, conversation: str, after: int, timeout: float) -> bool:
         """Block until more than `after` records are held or `timeout` seconds pass."""

@@ -60,9 +60,9 @@ class LazyPostgres:
         """See `AsyncStore.append`."""
         return await (await self.opened()).append(conversation, records, expect=expect)
 
-    async def read(self, conversation: str, after: int = 0) -> list[Record]:
+    async def read(self, conversation: str, after: int = 0, *, limit: int | None = None) -> list[Record]:
         """See `AsyncStore.read`."""
-        return await (await self.opened()).read(conversation, after)
+        return await (await self.opened()).read(conversation, after, limit=limit)
 
     # The timeout is part of the store contract (format-1.md 7.3).
     async def wait(self, conversation: str, after: int, timeout: float) -> bool:  # noqa: ASYNC109

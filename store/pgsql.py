@@ -92,7 +92,8 @@ class Queries:
             ),
             count=_render("SELECT length FROM {s}.conversations WHERE id = %(c)s", schema),
             read=_render(
-                "SELECT line, raw FROM {s}.records WHERE conversation = %(c)s AND seq > %(after)s ORDER BY seq",
+                "SELECT line, raw FROM {s}.records WHERE conversation = %(c)s AND seq > %(after)s ORDER BY seq"
+                " LIMIT %(limit)s",
                 schema,
             ),
             conversations=_render("SELECT id FROM {s}.conversations WHERE length > 0 ORDER BY id", schema),
@@ -150,8 +151,10 @@ class StoreBase:
 
         return checked
 
-    def _read_params(self, conversation: str, after: int) -> dict[str, Any]:
-        return {"c": check_id(conversation), "after": max(int(after or 0), 0)}
+    def _read_params(self, conversation: str, after: int, limit: int | None = None) -> dict[str, Any]:
+        """The read's parameters; a NULL limit reads to the end."""
+        bound = None if limit is None else max(int(limit), 0)
+        return {"c": check_id(conversation), "after": max(int(after or 0), 0), "limit": bound}
 
 
 # ----- the steps around the statements

@@ -87,9 +87,9 @@ class PostgresStore(StoreBase):
         check_id(conversation)
         return self._append(conversation, self._planned(conversation, expect, lambda _: list(lines)), bool(lines))
 
-    def read(self, conversation: str, after: int = 0) -> list[dict[str, Any]]:
-        """Return the records after position `after`, parsed as FolderStore parses them."""
-        return [parse_row(row) for row in self._rows(conversation, after)]
+    def read(self, conversation: str, after: int = 0, *, limit: int | None = None) -> list[dict[str, Any]]:
+        """Return the records after position `after` (at most `limit`), parsed as FolderStore parses them."""
+        return [parse_row(row) for row in self._rows(conversation, after, limit)]
 
     def read_lines(self, conversation: str, after: int = 0) -> list[bytes]:
         """Return the stored lines after position `after`, byte for byte, without newlines."""
@@ -139,8 +139,8 @@ class PostgresStore(StoreBase):
             conn.execute(self._sql.add, add_params(conversation, held, lines, self._sql.channel))
             return held + len(lines)
 
-    def _rows(self, conversation: str, after: int) -> list[Row]:
-        params = self._read_params(conversation, after)
+    def _rows(self, conversation: str, after: int, limit: int | None = None) -> list[Row]:
+        params = self._read_params(conversation, after, limit)
         with self.connection() as conn:
             return conn.execute(self._sql.read, params).fetchall()
 
@@ -202,9 +202,9 @@ class AsyncPostgresStore(StoreBase):
         planned = self._planned(conversation, expect, lambda _: list(lines))
         return await self._append(conversation, planned, bool(lines))
 
-    async def read(self, conversation: str, after: int = 0) -> list[dict[str, Any]]:
-        """Return the records after position `after`, parsed as FolderStore parses them."""
-        return [parse_row(row) for row in await self._rows(conversation, after)]
+    async def read(self, conversation: str, after: int = 0, *, limit: int | None = None) -> list[dict[str, Any]]:
+        """Return the records after position `after` (at most `limit`), parsed as FolderStore parses them."""
+        return [parse_row(row) for row in await self._rows(conversation, after, limit)]
 
     async def read_lines(self, conversation: str, after: int = 0) -> list[bytes]:
         """Return the stored lines after position `after`, byte for byte, without newlines."""
@@ -266,8 +266,8 @@ class AsyncPostgresStore(StoreBase):
                 await conn.execute(self._sql.add, add_params(conversation, held, lines, self._sql.channel))
                 return held + len(lines)
 
-    async def _rows(self, conversation: str, after: int) -> list[Row]:
-        params = self._read_params(conversation, after)
+    async def _rows(self, conversation: str, after: int, limit: int | None = None) -> list[Row]:
+        params = self._read_params(conversation, after, limit)
         with reachable():
             async with self._pool.connection() as conn:
                 return await (await conn.execute(self._sql.read, params)).fetchall()

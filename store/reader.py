@@ -20,7 +20,7 @@ import structlog
 
 from core.errors import ErrorCode, ThreadlineError
 
-from .base import Store
+from .base import READ_BATCH, Store
 from .log import Log, Turn
 from .records import Record
 
@@ -35,8 +35,8 @@ class AsyncStore(Protocol):
         """Append `records` all or nothing; `store-conflict` when `expect` is not the current count."""
         ...
 
-    async def read(self, conversation: str, after: int = 0) -> list[Record]:
-        """The records after position `after`, in order."""
+    async def read(self, conversation: str, after: int = 0, *, limit: int | None = None) -> list[Record]:
+        """The records after position `after`, in order; at most `limit` of them (None: all)."""
         ...
 
     async def wait(self, conversation: str, after: int, timeout: float) -> bool:
@@ -79,9 +79,9 @@ class Threaded:
         """See `AsyncStore.append`."""
         return await self._call("written", self.store.append, conversation, list(records), expect=expect)
 
-    async def read(self, conversation: str, after: int = 0) -> list[Record]:
+    async def read(self, conversation: str, after: int = 0, *, limit: int | None = None) -> list[Record]:
         """See `AsyncStore.read`."""
-        return await self._call("read", self.store.read, conversation, after)
+        return await self._call("read", self.store.read, conversation, after, limit=limit)
 
     async def wait(self, conversation: str, after: int, timeout: float) -> bool:
         """See `AsyncStore.wait`.
@@ -138,9 +138,15 @@ class ConversationLog:
         self._reading = asyncio.Lock()
 
     async def read(self) -> Log:
-        """The log with every record appended until now applied."""
+        """The log with every record appended until now applied (a long log `READ_BATCH` records at a
+        time, so a cold read of a long conversation never holds all its parsed records at once)."""
         async with self._reading:
-            self.log.apply(await self.store.read(self.conversation, self.log.n))
+            while True:
+                records = await self.store.read(self.conversation, self.log.n, limit=READ_BATCH)
+                self.log.apply(records)
+                if len(records) < READ_BATCH:
+                    break
+                await asyncio.sleep(0)  # let heartbeats and workflow tasks run between batches
         return self.log
 
     async def turn(self, turn: str) -> Turn:
@@ -184,8 +190,9 @@ class ConversationLog:
 
 KEPT_LOGS = 1024
 """Conversations whose parsed log a process keeps between reads (least recently used go)..."""
-KEPT_RECORDS = 200_000
-"""... and at most this many parsed records in all."""
+KEPT_RECORDS = 600_000
+"""... and at most this many parsed records in all (about 1.3 KB each: under 1 GB), so a conversation of
+100,000 turns (300,000 records) stays cached beside others instead of being read again at its next turn."""
 
 
 class Stores:

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 FORMAT = 1
 LEASE_SECONDS = 30.0
 """How long a `lease` record keeps a turn `running` for every reader."""
@@ -82,6 +84,51 @@ def holder() -> str:
 
 
 os.register_at_fork(after_in_child=_holder.clear)
+
+
+_DIGITS = bytes(b"0"[0] if b"0"[0] <= i <= b"9"[0] else b" "[0] for i in range(256))
+_LONG_NUMBER = b"0" * 19
+
+
+def has_long_number(data: bytes) -> bool:
+    """Whether `data` holds 19 digits in a row or more: maybe an integer orjson reads as a float."""
+    return _LONG_NUMBER in data.translate(_DIGITS)  # every digit a 0, then one fast search
+
+
+def loads(line: bytes, *, long_number: bool | None = None) -> Any:
+    """One line parsed exactly as `json.loads` parses it (what functai reads), about three times
+    as fast, with every object key held once however many records repeat it.
+
+    orjson reads what json reads the same way, except that it refuses NaN, infinities, lone
+    surrogates and a byte-order mark (json is asked then), and reads an integer beyond 64 bits
+    as a float: a line that may hold one (19 digits in a row, `has_long_number`) and whose
+    parse holds a float that large is read by json. `long_number` says whether the line has such
+    a run, when the caller already looked (at a larger piece).
+
+    Raises:
+        ValueError: the line is not JSON. RecursionError: nested too deep for json.
+    """
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return json.loads(line)
+    if (has_long_number(line) if long_number is None else long_number) and _has_huge_float(value):
+        return json.loads(line)
+    return value
+
+
+def _has_huge_float(value: Any) -> bool:
+    """Whether a float of 2**63 or more (in size) is anywhere in `value` (walked without recursion)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, float) and abs(item) >= 2.0**63:
+            return True
+    return False
 
 
 def dumps(record: Mapping[str, Any]) -> str:

@@ -6,20 +6,22 @@ Everything here is a pure function of the log, the program's fields and the cloc
 
 from __future__ import annotations
 
-import copy
-import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from core.errors import ErrorCode, ThreadlineError
 
+from .kept import paused_gc
 from .log import Log, Turn
 from .records import Record
+from .saw import compress as compress
+from .saw import expand as expand
+from .values import copy_value
+from .values import estimate_tokens as estimate_tokens
 
 Sends = Literal["queue", "refuse", "branch"]
 SENDS: tuple[Sends, ...] = ("queue", "refuse", "branch")
-_ENTRY_KEYS = frozenset({"call", "steps", "without", "slot"})
 
 
 # ----- where a view continues (4.3)
@@ -44,16 +46,10 @@ def view_head(log: Log, view: View = View()) -> str | None:
         return view.pinned  # None: a new root
     if view.pinned is None:
         return log.head
-    for tid in reversed(log.order):
-        t: str | None = tid
-        seen: set[str] = set()
-        while t is not None and t not in seen:
-            if t == view.pinned:
-                return tid
-            seen.add(t)
-            turn = log.turns.get(t)
-            t = turn.parent if turn is not None else None
-    return view.pinned
+    newest = log.turns[view.pinned].position if view.pinned in log.turns else -1
+    for tid in log.descendants(view.pinned):
+        newest = max(newest, log.turns[tid].position)
+    return log.order[newest] if newest >= 0 else view.pinned
 
 
 # ----- where a new turn goes (4.4)
@@ -132,12 +128,23 @@ def branches(log: Log) -> list[str]:
 def entries(log: Log, plugin: str, kind: str, tip: str | None) -> list[dict[str, Any]]:
     """The entries of `plugin` and `kind` that belong to the branch through `tip`, oldest first."""
     on_branch = {t.id for t in log.branch(tip)}
-    out = []
-    for e in log.entries:
-        turn = e.get("turn")
-        if e.get("plugin") == plugin and e.get("entry") == kind and (turn is None or turn in on_branch):
-            out.append({"turn": turn, "data": copy.deepcopy(e.get("data")), "at": e.get("at")})
-    return out
+    return [_entry_data(e) for e in log.entries if _belongs(e, plugin, kind, on_branch)]
+
+
+def newest_entry(log: Log, plugin: str, kind: str, tip: str | None) -> dict[str, Any] | None:
+    """The newest entry of `plugin` and `kind` on the branch through `tip` (copying no other), or None."""
+    on_branch = {t.id for t in log.branch(tip)}
+    found = next((e for e in reversed(log.entries) if _belongs(e, plugin, kind, on_branch)), None)
+    return None if found is None else _entry_data(found)
+
+
+def _belongs(entry: Record, plugin: str, kind: str, on_branch: set[str]) -> bool:
+    turn = entry.get("turn")
+    return entry.get("plugin") == plugin and entry.get("entry") == kind and (turn is None or turn in on_branch)
+
+
+def _entry_data(entry: Record) -> dict[str, Any]:
+    return {"turn": entry.get("turn"), "data": copy_value(entry.get("data")), "at": entry.get("at")}
 
 
 # ----- what a turn is shown (4.8)
@@ -189,15 +196,6 @@ class Rule:
         return picked
 
 
-def estimate_tokens(value: Any) -> int:
-    """A rough token count of what a model is shown of a value: four characters a token (the
-    values of a mapping, as messages show them, not its keys)."""
-    if isinstance(value, Mapping):
-        return sum(estimate_tokens(v) for v in value.values())
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return (len(text) + 3) // 4
-
-
 def turn_tokens(turn: Turn) -> int:
     """What showing `turn` costs: its outputs as the provider counted them, plus its inputs (estimated)."""
     usage = (turn.ended or {}).get("usage") or {}
@@ -244,69 +242,102 @@ def shown(
     done turns of the branch that a summary has not `covered`, and `sections` (the summary) are
     added to the instruction.
     """
-    done = [t for t in log.branch(parent) if t.state(now) == "done"]
-    if context is not None:
-        by_id = {t.id: t for t in done}
-        picked = [by_id[tid] for tid in context.get("turns") or [] if tid in by_id]
-        without = {k: sorted(v) for k, v in (context.get("without") or {}).items()}
-        sections = [str(text) for text in context.get("sections") or []]
-    else:
-        picked = rule.pick([t for t in done if t.id not in covered] if covered else done)
-        without = {}
-        for t in picked:
-            gone = sorted((set(t.inputs) | set(t.outputs)) & set(rule.without))
-            if gone:
-                without[t.id] = gone
-    kept_inputs = {f["name"] for f in fields if f.get("direction") == "input" and f.get("purpose") == "plain"}
-    kept_outputs = {
+    with paused_gc():  # thousands of acyclic rows: a collection would only walk the whole log again
+        done = [t for t in log.branch(parent) if t.state(now) == "done"]
+        if context is not None:
+            by_id = {t.id: t for t in done}
+            picked = [by_id[tid] for tid in context.get("turns") or [] if tid in by_id]
+            without = {k: sorted(v) for k, v in (context.get("without") or {}).items()}
+            sections = [str(text) for text in context.get("sections") or []]
+        else:
+            picked = rule.pick([t for t in done if t.id not in covered] if covered else done)
+            without = _without(picked, rule.without)
+        saw, rows, exchanges = _shown_turns(log, picked, without, fields=fields, signature=signature)
+        record = None
+        if context is None and (sections or covered or rule != Rule()):
+            record = {"turns": [t.id for t in picked], "without": without, "sections": list(sections)}
+        return Shown(
+            turns=[t.id for t in picked],
+            saw=compress(saw, parent, log),
+            rows=rows,
+            exchanges=exchanges,
+            without=without,
+            sections=list(sections),
+            context=record,
+        )
+
+
+def _without(picked: list[Turn], names: Collection[str]) -> dict[str, list[str]]:
+    """The fields the rule leaves out of each picked turn that has them."""
+    if not names:
+        return {}
+    out = {}
+    for t in picked:
+        gone = sorted((set(t.inputs) | set(t.outputs)) & set(names))
+        if gone:
+            out[t.id] = gone
+    return out
+
+
+def _shown_turns(
+    log: Log,
+    picked: list[Turn],
+    without: dict[str, list[str]],
+    *,
+    fields: Sequence[Mapping[str, Any]],
+    signature: str | None,
+) -> tuple[list[Record], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The saw entries (uncompressed), rows and exchanges of the picked turns."""
+    kept_fields = _kept_fields(fields)
+    saw: list[Record] = []
+    rows: list[dict[str, Any]] = []
+    exchanges: list[dict[str, Any]] = []
+    same_signature: dict[Any, bool] = {}  # by program version: whole turns may be shown with their steps
+    for t in picked:
+        version = t.record.get("program")
+        if version not in same_signature:
+            program = log.programs.get(str(version)) or {}
+            same_signature[version] = signature is not None and program.get("signature") == signature
+        inputs, outputs, gone = t.inputs, t.outputs, without.get(t.id, [])
+        row = {**inputs, **outputs}
+        rows.append({k: v for k, v in row.items() if k not in gone} if gone else row)
+        entry, exchange = _entry(t, inputs, outputs, gone, same_signature[version], kept_fields)
+        if entry is not None:
+            saw.append(entry)
+            exchanges.append(exchange)
+    return saw, rows, exchanges
+
+
+def _kept_fields(fields: Sequence[Mapping[str, Any]]) -> tuple[set[str], set[str]]:
+    """The inputs and outputs a turn shown by its values keeps: the program's plain ones (and reasoning)."""
+    inputs = {f["name"] for f in fields if f.get("direction") == "input" and f.get("purpose") == "plain"}
+    outputs = {
         f["name"]
         for f in fields
         if f.get("direction") == "output" and f.get("purpose", "plain") in ("plain", "reasoning")
     }
-    saw: list[Record] = []
-    rows: list[dict[str, Any]] = []
-    exchanges: list[dict[str, Any]] = []
-    for t in picked:
-        gone = without.get(t.id, [])
-        rows.append({k: v for k, v in {**t.inputs, **t.outputs}.items() if k not in gone})
-        entry, exchange = _entry(log, t, gone, signature, kept_inputs, kept_outputs)
-        if entry is not None:
-            saw.append(entry)
-            exchanges.append(exchange)
-    without = {k: v for k, v in without.items() if v}
-    record = None
-    if context is None and (sections or covered or rule != Rule()):
-        record = {"turns": [t.id for t in picked], "without": without, "sections": list(sections)}
-    return Shown(
-        turns=[t.id for t in picked],
-        saw=compress(saw, parent, log),
-        rows=rows,
-        exchanges=exchanges,
-        without=without,
-        sections=list(sections),
-        context=record,
-    )
+    return inputs, outputs
 
 
 def _entry(
-    log: Log,
     t: Turn,
+    inputs: dict[str, Any],
+    outputs: dict[str, Any],
     gone: list[str],
-    signature: str | None,
-    kept_inputs: set[str],
-    kept_outputs: set[str],
+    same_signature: bool,
+    kept_fields: tuple[set[str], set[str]],
 ) -> tuple[Record | None, dict[str, Any]]:
     """One shown turn's saw entry (None: not shown) and the exchange a prompt shows of it."""
     ended = t.ended or {}
-    program = log.programs.get(str(t.record.get("program"))) or {}
-    whole = isinstance(ended.get("lmcc"), dict) and signature is not None and program.get("signature") == signature
-    inputs = {k: v for k, v in t.inputs.items() if k not in gone}
-    outputs = {k: v for k, v in t.outputs.items() if k not in gone}
+    if gone:
+        inputs = {k: v for k, v in inputs.items() if k not in gone}
+        outputs = {k: v for k, v in outputs.items() if k not in gone}
     exchange = {"inputs": inputs, "outputs": outputs}
-    if whole and not gone:
+    if same_signature and not gone and isinstance(ended.get("lmcc"), dict):
         steps = ended["lmcc"].get("steps")
         return ({"call": t.id, "steps": True} if steps else {"call": t.id}), exchange
     # Shown by its values: only the fields the current program has.
+    kept_inputs, kept_outputs = kept_fields
     kept = {k: v for k, v in inputs.items() if k in kept_inputs}
     kept_out = {k: v for k, v in outputs.items() if k in kept_outputs}
     if not kept_out:
@@ -317,41 +348,3 @@ def _entry(
     if names:
         entry["without"] = names
     return entry, {"inputs": kept, "outputs": kept_out}
-
-
-def compress(saw: list[Record], parent: str | None, log: Log) -> list[Record]:
-    """`[{"saw_of": parent}, <parent's entry>]` when the parent saw exactly the entries before it."""
-    if len(saw) < 2 or parent is None or saw[-1].get("call") != parent or parent not in log.turns:
-        return saw
-    try:
-        before = expand(log, parent)
-    except ValueError:
-        return saw
-    return [{"saw_of": parent}, saw[-1]] if before == saw[:-1] else saw
-
-
-def expand(log: Log, turn: str, following: tuple[str, ...] = ()) -> list[Record]:
-    """What `turn` saw, with a leading `saw_of` replaced by what that turn saw (recursively).
-
-    Raises:
-        ValueError: an unknown turn, an unknown key, a `saw_of` that is not first, or a cycle.
-    """
-    t = log.turns.get(turn)
-    if t is None:
-        raise ValueError(f"turn {turn} is not recorded")
-    if turn in log.expanded:
-        return [dict(e) for e in log.expanded[turn]]
-    out: list[Record] = []
-    for i, entry in enumerate(t.saw):
-        if isinstance(entry, Mapping) and "saw_of" in entry:
-            target = entry["saw_of"]
-            if i != 0 or set(entry) != {"saw_of"} or target == turn or target in following:
-                raise ValueError(f"turn {turn}: a saw_of that cannot be followed")
-            out += expand(log, target, (*following, turn))
-        elif isinstance(entry, Mapping) and "call" in entry and set(entry) <= _ENTRY_KEYS:
-            out.append(copy.deepcopy(dict(entry)))
-        else:
-            raise ValueError(f"turn {turn} was shown something this reader does not know")
-    if t.ended is not None:  # an ended turn's saw never changes (the first `ended` wins): keep it
-        log.expanded[turn] = [dict(e) for e in out]
-    return out

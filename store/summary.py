@@ -16,7 +16,7 @@ from typing import Any
 
 from .log import Log, Turn
 from .program import Program
-from .rules import entries
+from .rules import newest_entry
 
 PLUGIN = "threadline"
 KIND = "summary"
@@ -42,8 +42,8 @@ class SummaryRule:
 
 def latest(log: Log, tip: str | None) -> dict[str, Any] | None:
     """The newest summary on the branch through `tip` (its data), or None."""
-    found = entries(log, PLUGIN, KIND, tip)
-    data = found[-1]["data"] if found else None
+    found = newest_entry(log, PLUGIN, KIND, tip)
+    data = found["data"] if found else None
     return data if isinstance(data, dict) and isinstance(data.get("turns"), list) else None
 
 

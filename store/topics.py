@@ -5,11 +5,12 @@ and branches stay the saved contexts: nothing is copied.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Literal
 
 from .log import Log
 from .program import Program
-from .rules import entries
+from .values import copy_value
 
 PLUGIN = "threadline"
 KIND = "topic"
@@ -29,18 +30,19 @@ CLASSIFIER = Program.define(
 
 def topic_entries(log: Log) -> list[dict[str, Any]]:
     """Every topic entry's data, oldest first."""
-    return [e["data"] for e in entries(log, PLUGIN, KIND, None) if isinstance(e["data"], dict)]
+    return [copy_value(data) for data in _topic_data(log)]
 
 
 def classified(log: Log, request_id: str) -> dict[str, Any] | None:
     """The topic already recorded for `request_id` (a retry pays for no second classification)."""
-    return next((d for d in topic_entries(log) if d.get("request_id") == request_id), None)
+    found = next((d for d in _topic_data(log) if d.get("request_id") == request_id), None)
+    return None if found is None else copy_value(found)
 
 
 def topics(log: Log) -> list[dict[str, Any]]:
     """The conversation's topics in order of first appearance: label, turns, latest turn."""
     found: dict[str, dict[str, Any]] = {}
-    for data in topic_entries(log):
+    for data in _topic_data(log):
         label = str(data.get("label") or "")
         turn = log.request_ids.get(str(data.get("request_id")))
         topic = found.setdefault(label, {"label": label, "turns": [], "latest": None})
@@ -48,6 +50,14 @@ def topics(log: Log) -> list[dict[str, Any]]:
             topic["turns"].append(turn)
             topic["latest"] = turn
     return list(found.values())
+
+
+def _topic_data(log: Log) -> Iterator[dict[str, Any]]:
+    """The data of every topic entry, oldest first, as the log holds it (read, never changed)."""
+    for e in log.entries:
+        data = e.get("data")
+        if e.get("plugin") == PLUGIN and e.get("entry") == KIND and e.get("turn") is None and isinstance(data, dict):
+            yield data
 
 
 def current_label(log: Log, head: str | None) -> str:

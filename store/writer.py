@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from core.errors import ErrorCode, ThreadlineError
 
-from .base import Store, check_id
+from .base import Store, check_id, read_batches
 from .log import Log
 from .program import Program
 from .records import Record, head_record, iso
@@ -44,8 +44,9 @@ class Writer:
         self._log = Log()
 
     def read(self) -> Log:
-        """The conversation as of now (only new records are read)."""
-        self._log.apply(self.store.read(self.conversation, self._log.n))
+        """The conversation as of now (only new records are read, a bounded batch at a time)."""
+        for batch in read_batches(self.store, self.conversation, self._log.n):
+            self._log.apply(batch)
         return self._log
 
     def begin(self, request: TurnRequest, *, patience: float = 60.0) -> Begin | Existing:

@@ -24,6 +24,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+from activities.language_model import OfflineModel
 from core.settings import Settings
 from core.temporal import workflow_id
 from store.folder import FolderStore
@@ -178,12 +179,14 @@ async def test_refused_send_exits_1_with_its_code(
     cli_env: dict[str, str], client: Client, settings: Settings, tl: Threadline, cid: str
 ) -> None:
     """With `--sends refuse`, a send while a turn runs prints `conversation-busy` and exits 1."""
-    async with build_worker(client, dataclasses.replace(settings, offline_delay_s=SLOW_REPLY_S)):
+    hold = asyncio.Event()  # the first turn runs until the test says
+    async with build_worker(client, settings, providers={"offline": OfflineModel(hold=hold)}):
         await threadline_json(cli_env, "send", cid, "First.", "--sends", "refuse", "--no-wait", "--request-id", "r-1")
 
         refused = await threadline_json(cli_env, "send", cid, "Second.", "--sends", "refuse", status=1)
         await threadline_json(cli_env, "stop", cid)
         outcome = await tl.conversation("tutor", cid).outcome("r-1")
+        hold.set()
 
     assert "conversation-busy" == refused["error"]["code"]
     assert "stopped" == outcome.state

@@ -123,3 +123,21 @@ def test_seq_is_always_the_line_number(plan: list[object]) -> None:
             continue
         assert k == record["seq"]
     assert sum(len(b) for b in plan if isinstance(b, list)) == sum(1 for line in complete if b'"seq"' in line)
+
+
+@settings(max_examples=100, deadline=None)
+@given(operations)
+def test_a_log_keeps_records_equal_to_those_read(ops: list[tuple[object, ...]]) -> None:
+    """What a log keeps of each turn equals what was written: its first `turn` and `ended`
+    records whole, and of its last lease who holds it, until when, which attempt and where."""
+    store, _ = play(ops)
+    records = store.read("c")
+    log = Log(store.read("c"))
+
+    for tid, turn in log.turns.items():
+        mine = [r for r in records if r.get("turn") == tid]
+        ended = [r for r in mine if r["kind"] == "ended"]
+        lease = [r for r in mine if r["kind"] == "lease"][-1]
+        assert next(r for r in mine if r["kind"] == "turn") == turn.record
+        assert (ended[0] if ended else None) == turn.ended
+        assert {k: lease[k] for k in ("kind", "turn", "holder", "until", "attempt", "seq")} == turn.lease

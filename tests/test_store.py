@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from core.errors import ThreadlineError
-from store.base import Store
-from store.folder import FolderStore
+from store.base import Store, read_batches
+from store.folder import READ_CHUNK, FolderStore
 from store.locate import postgres_url
 from store.memory import MemoryStore
 from store.postgres import PostgresStore
@@ -226,3 +226,41 @@ def test_a_small_cache_still_reads_and_appends_correctly(tmp_path: Path) -> None
     assert [1, 2] == [r["seq"] for r in store.read("a")]
     assert [1, 2] == [r["seq"] for r in store.read("b")]
     assert [{"name": "c", "seq": 1}] == store.read("c")
+
+
+def test_reads_take_at_most_limit_records_from_any_position(store: Store) -> None:
+    """`limit` bounds a read; `read_batches` walks a conversation in such reads, missing nothing."""
+    store.append("c1", [{"k": k} for k in range(10)])
+
+    assert [{"k": 3, "seq": 4}, {"k": 4, "seq": 5}] == store.read("c1", after=3, limit=2)
+    assert [] == store.read("c1", after=3, limit=0)
+    assert [{"k": 9, "seq": 10}] == store.read("c1", after=9, limit=5)
+    assert [] == store.read("c1", after=12, limit=5)
+    assert list(range(10)) == [r["k"] for batch in read_batches(store, "c1") for r in batch]
+    assert [3] == [len(batch) for batch in read_batches(store, "c1", after=7)]
+
+
+def test_blank_lines_and_lines_longer_than_a_read_chunk_are_read_as_written(tmp_path: Path) -> None:
+    """Blank lines are not records; a record of several MiB is read whole; numbering holds."""
+    store = FolderStore(tmp_path)
+    big = "x" * (3 * READ_CHUNK)
+    store.append("c1", [{"a": 1}])
+    with store.path("c1").open("ab") as f:
+        f.write(b"\n   \n")
+    store.append("c1", [{"big": big}, {"b": 2}], expect=1)
+
+    assert [{"a": 1, "seq": 1}, {"big": big, "seq": 2}, {"b": 2, "seq": 3}] == store.read("c1")
+    assert [{"b": 2, "seq": 3}] == FolderStore(tmp_path).read("c1", after=2)
+    assert 3 == FolderStore(tmp_path).count("c1")
+
+
+def test_a_store_keeps_where_lines_are_not_their_bytes(tmp_path: Path) -> None:
+    """Records are read back from the file: a record changed in place on disk (same length) reads
+    as it now is, which a cache of line bytes would hide."""
+    store = FolderStore(tmp_path)
+    store.append("c1", [{"name": "before"}, {"b": 2}])
+    assert "before" == store.read("c1")[0]["name"]
+    text = store.path("c1").read_bytes()
+    store.path("c1").write_bytes(text.replace(b"before", b"after!"))
+
+    assert "after!" == store.read("c1")[0]["name"]
