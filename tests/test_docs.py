@@ -18,6 +18,7 @@ from temporalio.client import Client
 
 from activities.providers import ANTHROPIC_BASE_URL, OPENAI_BASE_URL
 from activities.providers.anthropic import DEFAULT_MAX_TOKENS
+from bench import cold
 from core.errors import ErrorCode
 from core.settings import Settings
 from tests.docs_kit import (
@@ -204,6 +205,7 @@ def test_the_configuration_defaults_are_the_codes() -> None:
         "OPENAI_STREAM": "true",
         "ANTHROPIC_STREAM": "true",
         "THREADLINE_PG_BIN": pg_bin_default(),
+        "BENCH_COLD_SIZES": ",".join(str(size) for size in cold.SIZES),
     }
     documented = {code_of(row[0]): code_of(row[1]) for row in table_rows(ROOT / "docs" / "configuration.md")}
 
