@@ -11,6 +11,7 @@ from pathlib import Path
 
 from temporalio.worker import Worker
 
+from core.settings import Settings
 from store.folder import FolderStore
 from store.log import Log
 from store.program import TUTOR
@@ -19,7 +20,10 @@ from store.rules import expand, shown
 from store.turns import Answer, TurnRequest
 from store.writer import Writer
 from tests.long_log import write_conversation
+from tests.service_kit import serving
+from tests.test_cli import clean_env, threadline_json
 from threadline.client import Threadline
+from threadline.http import create_app
 
 TURNS = 20_000
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,7 +58,7 @@ def fresh_writer_turn(folder: Path) -> tuple[Log, str]:
 
 
 async def test_a_20000_turn_conversation_continues_after_a_restart(
-    tl: Threadline, worker: Worker, folder: Path, cid: str, tmp_path: Path
+    tl: Threadline, worker: Worker, settings: Settings, folder: Path, cid: str, tmp_path: Path
 ) -> None:
     """Three readers that never saw a 20,000-turn conversation continue it, each on its own copy:
 
@@ -76,9 +80,15 @@ async def test_a_20000_turn_conversation_continues_after_a_restart(
     next_turn = await chat.predict("next")
     rendered = await chat.render("after")
     history = await chat.history()
-    # Every turn's `saw` lists every earlier turn, so listing all 20,001 turns is quadratic in
-    # the client (threadline/turns.py); a branch's first hundred turns show the same rules.
+    # Every turn's `saw` lists every earlier turn, so the whole list of 20,001 turns is quadratic in
+    # size: the surfaces page it (a branch's first hundred turns; the last three, over HTTP and the CLI).
     early = await chat.continue_from(ids[99]).turns()
+    async with serving(create_app(tl)) as http:
+        state = (await http.get(f"/v1/conversations/{cid}")).json()
+        last_page = (await http.get(f"/v1/conversations/{cid}/turns", params={"limit": 3, "before": ids[0]})).json()
+        tail = (await http.get(f"/v1/conversations/{cid}/turns", params={"after": ids[-2]})).json()
+    env = {**clean_env(data=str(folder.parent), task_queue=settings.task_queue, payloads=str(settings.payload_folder))}
+    listed = await threadline_json(env, "turns", cid, "--all", "--limit", "2", "--after", ids[-3])
 
     assert 0 == await asyncio.wait_for(functai.wait(), 120)
     continued = Log(FolderStore(theirs).read("long"))
@@ -98,5 +108,10 @@ async def test_a_20000_turn_conversation_continues_after_a_restart(
     assert (ids[-1], ids) == (next_turn.parent, next_turn.saw)
     assert f"I was shown {TURNS} earlier turn(s)." in str(next_turn.result)
     assert [*ids, next_turn.id] == rendered.shown
+    assert (TURNS + 1, "idle", next_turn.id) == (state["total"], state["state"], state["head"])
+    assert [] == last_page  # nothing comes before the first turn
+    assert [ids[-1], next_turn.id] == [t["id"] for t in tail]
+    assert ids == tail[-1]["saw"]
+    assert [ids[-2], ids[-1]] == [t["id"] for t in listed["turns"]]
     assert (TURNS + 1, TURNS + 1) == (history["branch_turns"], history["done_turns"])
     assert (ids[:100], [ids[:k] for k in range(100)]) == ([t.id for t in early], [t.saw for t in early])

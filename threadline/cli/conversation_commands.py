@@ -72,6 +72,9 @@ def _add_reading(commands: Subcommands, common: argparse.ArgumentParser) -> None
     turns = commands.add_parser("turns", parents=[common], help="list a conversation's turns")
     add_conversation(turns)
     turns.add_argument("--all", action="store_true", help="every turn of every branch, not just root to head")
+    turns.add_argument("--limit", type=int, metavar="N", help="at most N turns (a page of a long list)")
+    turns.add_argument("--after", metavar="TURN", help="the turns after TURN in the list")
+    turns.add_argument("--before", metavar="TURN", help="the turns before TURN in the list (with --limit: the last N)")
     turns.set_defaults(run=run_turns)
 
     show = commands.add_parser(
@@ -169,7 +172,7 @@ async def run_render(args: argparse.Namespace, out: Output) -> int:
 async def run_turns(args: argparse.Namespace, out: Output) -> int:
     """Print the turns from the first to the head (`--all`: every turn)."""
     chat = await open_conversation(args, Settings.from_env())
-    turns = await chat.turns(all=args.all)
+    turns = await chat.turns(args.all, limit=args.limit, after=args.after, before=args.before)
     data = {"conversation": chat.id, "store": args.store, "turns": [turn.as_dict() for turn in turns]}
     out.emit(data, output.turns_table(turns, out) if turns else f"Conversation {chat.id} has no turns.")
     return 0

@@ -177,9 +177,12 @@ class RemoteConversation:
                 return
             yield Piece(int(offset or 0), None if name == "restart" else str(data.get("text", "")))
 
-    async def turns(self, all: bool = False) -> list[Turn]:
-        """The turns from the first to the head (`all`: every turn)."""
-        found = await self.service.call("GET", self._path("/turns"), params=self._query(all=all))
+    async def turns(
+        self, all: bool = False, *, limit: int | None = None, after: str | None = None, before: str | None = None
+    ) -> list[Turn]:
+        """The turns from the first to the head (`all`: every turn), a page of them with `limit`, `after`, `before`."""
+        page = {k: v for k, v in {"limit": limit, "after": after, "before": before}.items() if v is not None}
+        found = await self.service.call("GET", self._path("/turns"), params={**self._query(all=all), **page})
         return [Turn(**turn) for turn in found]
 
     async def turn(self, turn: str) -> Turn:
