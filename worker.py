@@ -17,6 +17,8 @@ import structlog
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.conversations import ConversationActivities
+from activities.flows import FlowActivities
 from activities.language_model import OfflineModel, Provider, Providers
 from activities.llm import LLMActivities
 from activities.providers import build_providers, new_http_client
@@ -26,6 +28,7 @@ from core.settings import Settings
 from core.temporal import connect_temporal
 from store.base import Store
 from store.blobs import open_blobs
+from store.flows import load_flows
 from store.folder import FolderStore
 from store.program import load_programs
 from store.reader import AsyncStore, LogCache, Stores, Threaded
@@ -62,13 +65,17 @@ def build_worker(
     logs = LogCache(Stores(openers))
     programs = load_programs(settings.programs)
     transcript = TranscriptActivities(logs, programs)
+    models = Providers(providers if providers is not None else default_providers(settings))
     llm = LLMActivities(
         logs,
         programs,
-        Providers(providers if providers is not None else default_providers(settings)),
+        models,
         default_model=settings.model,
         streams={name: StreamLog(folder) for name, folder in folders.items()},
     )
+    guided = load_flows((*settings.programs, *settings.flows))  # a module may hold programs and flows
+    flows = FlowActivities(logs, guided, models, default_model=settings.model)
+    records = ConversationActivities(logs, programs)
     return Worker(
         client,
         task_queue=settings.task_queue,
@@ -84,6 +91,13 @@ def build_worker(
             llm.summarise_branch,
             llm.run_turn,
             llm.render_turn,
+            flows.start_flow,
+            flows.flow_step,
+            flows.remind_flow,
+            flows.abandon_flow,
+            flows.read_flow,
+            records.setup_conversation,
+            records.import_messages,
         ],
         max_concurrent_activities=200,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,

@@ -142,13 +142,20 @@ class TurnSend(Model):
     sends: Sends | None = None
     lm: str | None = None
     context: ContextRule | None = None
+    flow: str | None = None
+    """Start this guided flow (the `flow` signal): `inputs["message"]` is what started it, and the answer
+    is the flow's first prompt."""
 
 
 class StopSend(Model):
-    """The `stop` signal: a turn by id, a send by request id, or (neither) everything running and queued."""
+    """The `stop` signal: a turn by id, a send by request id, or (neither) everything running and queued.
+
+    With `flow`, it stops the active guided flow instead (abandoned, reason `stopped`).
+    """
 
     turn: str | None = None
     request_id: str | None = None
+    flow: bool = False
 
 
 class TurnError(Model):
@@ -180,6 +187,8 @@ class TurnOutcome(Model):
     usage: dict[str, int] = {}
     seconds: float | None = None
     error: TurnError | None = None
+    flow: FlowResult | None = None
+    """When a guided flow answered the send: where the flow stands (`flow_data` once, on completion)."""
 
 
 class Begun(Model):
@@ -345,6 +354,7 @@ class FlowStart(Model):
     flow: str
     request_id: str
     message: str = ""
+    store_id: str | None = None
 
 
 class FlowAnswer(Model):
@@ -359,6 +369,7 @@ class FlowAnswer(Model):
     message: str
     flow: str | None = None
     lm: str | None = None
+    store_id: str | None = None
 
 
 class FlowRef(Model):
@@ -371,6 +382,7 @@ class FlowRef(Model):
     run: str
     moves: int | None = None
     reason: Literal["expired", "stopped"] = "expired"
+    store_id: str | None = None
 
 
 class FlowResult(Model):
@@ -423,3 +435,4 @@ class ConversationRef(Model):
 
     store: str
     conversation: str
+    store_id: str | None = None

@@ -53,6 +53,7 @@ from store.streams import StreamLog, StreamReader
 from workflows.attributes import CONVERSATION_KEY, PROGRAM_KEY, SEARCH_ATTRIBUTE_KEYS, STORE_KEY
 from workflows.conversation import ConversationWorkflow
 
+from .guided import FlowMethods
 from .reading import Page, Turn, find_turn, history, to_turn
 
 
@@ -152,6 +153,13 @@ def _folder_opener(folder: Path) -> Callable[[], AsyncStore]:
     return lambda: Threaded(FolderStore(folder))
 
 
+def _signal_of(send: TurnSend | StopSend) -> str:
+    """The signal that carries `send`: `flow` starts a guided flow, `turn` sends, `stop` stops."""
+    if isinstance(send, StopSend):
+        return "stop"
+    return "turn" if send.flow is None else "flow"
+
+
 @dataclass(frozen=True, slots=True)
 class Piece:
     """A piece of a turn's streamed text."""
@@ -183,8 +191,10 @@ class TurnHandle:
         return await self.conversation.turn(outcome.turn)
 
 
-class Conversation:
-    """One conversation: send turns, read them, stop them, branch, move the head."""
+class Conversation(FlowMethods):
+    """One conversation: send turns, read them, stop them, branch, move the head; guided flows (`FlowMethods`)."""
+
+    tl: Threadline
 
     def __init__(self, tl: Threadline, config: ConversationConfig, view: View | None = None) -> None:
         self.tl = tl
@@ -267,7 +277,7 @@ class Conversation:
                 ConversationState(config=config),
                 id=workflow_id(config.store, config.conversation),
                 task_queue=self.tl.settings.task_queue,
-                start_signal="turn" if isinstance(send, TurnSend) else "stop",
+                start_signal=_signal_of(send),
                 start_signal_args=[send],
                 static_summary=f"{config.program} conversation {config.conversation} (store {config.store})",
                 search_attributes=self._attributes(),

@@ -22,13 +22,17 @@ with workflow.unsafe.imports_passed_through():
         Begun,
         ConversationState,
         ConversationStatus,
+        FlowStatus,
         RenderResult,
         StopSend,
         TurnOutcome,
         TurnSend,
     )
+    from core.records_models import ImportResult, ImportSend, SetupResult, SetupSend
 
+    from . import _records
     from ._details import current_details
+    from ._flows import Flows
     from ._turns import Turns
     from ._upkeep import Attributes, Upkeep
 
@@ -43,7 +47,9 @@ class ConversationWorkflow:
         self.stops: deque[tuple[StopSend, int]] = deque()
         """Each stop with how many sends were queued when it came: it drops those, never a later send."""
         self.turns = Turns(self.state, on_end=self._ended)
+        self.guided = Flows(self.state, self.turns)
         self.upkeep = Upkeep(self.state.config)
+        self._quiet = lambda: self._idle() and not self.guided.armed()  # may close: no flow timer would be lost
 
     @workflow.signal(name="turn")
     def turn(self, send: TurnSend) -> None:
@@ -53,6 +59,11 @@ class ConversationWorkflow:
             self.state.pending.append(send)
         else:
             workflow.logger.warning("send dropped", extra={"reason": "request id too long"})
+
+    @workflow.signal(name="flow")
+    def flow(self, send: TurnSend) -> None:
+        """Queue the start of the guided flow `send.flow`, in order with the sends (answered like one)."""
+        self.turn(send)
 
     @workflow.signal(name="stop")
     def stop(self, stop: StopSend) -> None:
@@ -87,6 +98,21 @@ class ConversationWorkflow:
         """The exact request `send` would make now; nothing is sent to the model or recorded."""
         return await self.turns.render(send)
 
+    @workflow.update(name="setup")
+    async def setup(self, setup: SetupSend) -> SetupResult:
+        """Record the conversation's system prompt and metadata (an `entry` every later turn is shown)."""
+        return await _records.set_up(self.state.config, setup)
+
+    @workflow.update(name="append")
+    async def append(self, send: ImportSend) -> ImportResult:
+        """Record messages as done turns after the head, without asking a model (importing a transcript)."""
+        return await _records.import_messages(self.state.config, send)
+
+    @workflow.query(name="flows")
+    def flows(self) -> FlowStatus:
+        """The conversation's guided flow (its latest response: a prompt or a reminder) and the counts."""
+        return self.guided.status()
+
     @workflow.query(name="status")
     def status(self) -> ConversationStatus:
         """What the conversation is doing now."""
@@ -107,7 +133,8 @@ class ConversationWorkflow:
     async def run(self, input: ConversationState) -> str:
         """Place sends in order, carry out stops, and close when idle (reopened by the next signal)."""
         upkeep = self.upkeep
-        upkeep.restart_clock(self._idle)
+        await self.guided.begin()
+        upkeep.restart_clock(self._quiet)
         while True:
             await upkeep.publish_when_quiet(self._attributes, is_idle=self._idle, has_work=self._has_work)
             await workflow.wait_condition(
@@ -118,14 +145,16 @@ class ConversationWorkflow:
                     workflow.logger.info("conversation closed after being idle")
                     upkeep.publish(self._attributes(), force=True)
                     return "idle"
-                upkeep.restart_clock(self._idle)
+                upkeep.restart_clock(self._quiet)
                 continue
             if upkeep.clock_fired():  # it fired while work arrived: keep counting from now
-                upkeep.restart_clock(self._idle)
+                upkeep.restart_clock(self._quiet)
             if self.stops:
-                await self.turns.stop(*self.stops.popleft())
+                await self.guided.stop(*self.stops.popleft())
+            elif self.guided.due:
+                await self.guided.fire()
             elif self.turns.ready():
-                await self.turns.admit(self.state.pending[0])
+                await self.guided.admit(self.state.pending[0])
             elif self._time_to_continue() and await self._drained():
                 upkeep.publish(self._attributes(), force=True)
                 workflow.continue_as_new(self.turns.carried())
@@ -134,7 +163,7 @@ class ConversationWorkflow:
         return not self.stops and self.turns.idle()
 
     def _has_work(self) -> bool:
-        return bool(self.stops) or self.turns.ready() or self._time_to_continue()
+        return bool(self.stops or self.guided.due) or self.turns.ready() or self._time_to_continue()
 
     def _time_to_continue(self) -> bool:
         if not self._idle():
