@@ -17,6 +17,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -50,10 +51,11 @@ from store.reader import AsyncStore, ConversationLog, LogCache, Stores, Threaded
 from store.records import uuid7
 from store.rules import View, view_head
 from store.streams import StreamLog, StreamReader
-from workflows.attributes import CONVERSATION_KEY, PROGRAM_KEY, SEARCH_ATTRIBUTE_KEYS, STORE_KEY
+from workflows.attributes import CONVERSATION_KEY, PROGRAM_KEY, SEARCH_ATTRIBUTE_KEYS, STORE_KEY, UPDATED_KEY
 from workflows.conversation import ConversationWorkflow
 
 from .guided import FlowMethods
+from .listing import Listing
 from .reading import Page, Turn, find_turn, history, to_turn
 
 
@@ -79,8 +81,8 @@ async def _registered(client: Client, namespace: str) -> bool:
     return all(key.name in found.custom_attributes for key in SEARCH_ATTRIBUTE_KEYS)
 
 
-class Threadline:
-    """A connection to Threadline: makes conversation handles, and reads their logs."""
+class Threadline(Listing):
+    """A connection to Threadline: makes conversation handles, reads their logs, lists conversations (`Listing`)."""
 
     def __init__(self, client: Client | None, settings: Settings, *, search_attributes: bool | None = None) -> None:
         self._client = client
@@ -309,10 +311,11 @@ class Conversation(FlowMethods):
     def _attributes(self) -> TypedSearchAttributes | None:
         if not self.tl.search_attributes:
             return None
-        pairs = [
+        pairs: list[SearchAttributePair[Any]] = [
             SearchAttributePair(CONVERSATION_KEY, self.id),
             SearchAttributePair(STORE_KEY, self.config.store),
             SearchAttributePair(PROGRAM_KEY, self.config.program),
+            SearchAttributePair(UPDATED_KEY, datetime.now(UTC)),  # listed as updated from its start
         ]
         return TypedSearchAttributes(pairs)
 

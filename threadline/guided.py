@@ -15,7 +15,7 @@ Temporal is down.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateFailedError
@@ -25,10 +25,11 @@ from core.errors import ErrorCode, ThreadlineError
 from core.models import ConversationConfig, StopSend, TurnOutcome, TurnSend
 from core.records_models import ImportedMessage, ImportResult, ImportSend, SetupResult, SetupSend
 from core.temporal import from_failure
-from store.flowlog import FlowCount, counts_of, flow_entries, progress_of
 from store.log import Log
 from store.records import uuid7
-from store.rules import View
+from store.rules import View, view_head
+
+from .transcript import FlowView, flow_view, messages_of
 
 
 class Connected(Protocol):
@@ -53,63 +54,6 @@ class Reply:
     flow_data: dict[str, Any] | None = None
     """What the flow collected, once: on the reply that completed it (or handed it to a person)."""
     outcome: TurnOutcome | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class FlowView:
-    """Where a conversation's latest guided flow stands, as its record log says."""
-
-    flow: str | None = None
-    state: str | None = None
-    """`active`, `completed`, `abandoned` or `handed_off` (None: no flow ever ran)."""
-    step: str | None = None
-    prompt: str | None = None
-    """The latest thing the flow said in this run: its prompt, a re-prompt, a reminder, its closing words."""
-    data: dict[str, Any] = field(default_factory=dict)
-    reminded: bool = False
-    """Whether the prompt was sent again (a reminder) since the last answer."""
-    attempts: int = 0
-    run: str | None = None
-    counts: dict[str, FlowCount] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        """As JSON-able data."""
-        out = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "counts"}
-        out["counts"] = {name: _count(count) for name, count in self.counts.items()}
-        return out
-
-
-def _count(count: FlowCount) -> dict[str, Any]:
-    ends = {k: getattr(count, k) for k in ("started", "completed", "abandoned", "handed_off")}
-    return {**ends, "invalid": dict(count.invalid)}
-
-
-def flow_view(log: Log) -> FlowView:
-    """The latest flow of `log`: where it stands and what it said last (pure: no Temporal, no clock)."""
-    progress = progress_of(log)
-    if progress.state is None:
-        return FlowView(counts=counts_of(log))
-    said: str | None = None
-    for entry in flow_entries(log):
-        data = entry["data"]
-        if data.get("run") != progress.run:
-            continue
-        if entry.get("entry") == "reminded":
-            said = str(data.get("prompt") or "")
-        elif isinstance(entry.get("turn"), str) and entry["turn"] in log.turns:
-            text = log.turns[entry["turn"]].outputs.get("result")
-            said = text if isinstance(text, str) else said
-    return FlowView(
-        flow=progress.flow,
-        state=progress.state.value,
-        step=progress.step,
-        prompt=said,
-        data=dict(progress.data),
-        reminded=progress.reminded,
-        attempts=progress.attempts,
-        run=progress.run,
-        counts=counts_of(log),
-    )
 
 
 class FlowMethods:
@@ -166,6 +110,11 @@ class FlowMethods:
     async def flow(self) -> FlowView:
         """Where the conversation's latest guided flow stands (read from the log, no Temporal needed)."""
         return flow_view(await self._read())
+
+    async def messages(self) -> list[dict[str, Any]]:
+        """The branch to this handle's head as the article's messages: `{"role", "content", "timestamp"}`."""
+        log = await self._read()
+        return messages_of(log, view_head(log, self.view))
 
     async def stop_flow(self) -> None:
         """Stop the active guided flow: it is abandoned (`stopped`); the conversation goes on freely."""

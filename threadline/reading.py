@@ -37,6 +37,10 @@ class Turn:
     error: dict[str, Any] | None = None
     request_id: str | None = None
     attempt: int = 1
+    started_at: str | None = None
+    """When the turn was sent (its `turn` record's time, RFC 3339 UTC)."""
+    ended_at: str | None = None
+    """When it ended (its `ended` record's time), None while it has not."""
 
     def as_dict(self) -> dict[str, Any]:
         """The turn as JSON-able data (the CLI's `--json`)."""
@@ -68,6 +72,8 @@ def to_turn(log: Log, turn: LoggedTurn, now: float) -> Turn:
         error=ended.get("error") if not done and ended else None,
         request_id=turn.record.get("request_id"),
         attempt=turn.attempt,
+        started_at=turn.record.get("at"),
+        ended_at=ended.get("at"),
     )
 
 
