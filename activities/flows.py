@@ -226,6 +226,7 @@ class FlowActivities:
             valid=exchange.valid,
             flow_data=exchange.flow_data,
             turn=exchange.turn,
+            parent=exchange.parent,
             events=list(exchange.events),
             moves=progress.moves,
             remind_after_s=step.remind_after if active and step is not None and not progress.reminded else None,

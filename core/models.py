@@ -402,6 +402,8 @@ class FlowResult(Model):
     valid: bool | None = None
     flow_data: dict[str, Any] | None = None
     turn: str | None = None
+    parent: str | None = None
+    """The turn `turn` continues."""
     events: list[str] = []
     """The flow entries written (`started`, `answered`, `invalid`, `completed`, ...): what to count."""
     moves: int = 0

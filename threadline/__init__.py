@@ -1,7 +1,8 @@
 """Threadline: durable multi-turn language-model conversations on Temporal.
 
 The public face: `connect()` gives a `Threadline`, whose `conversation(...)` handles send turns,
-read them, branch, move the head and stop. Errors are `ThreadlineError` with a stable `code`.
+read them, branch, move the head and stop, and run guided flows (`FlowBuilder`); `tl.conversations()`
+lists them. Errors are `ThreadlineError` with a stable `code`.
 """
 
 from __future__ import annotations
@@ -9,11 +10,15 @@ from __future__ import annotations
 from core.errors import ErrorCode, ThreadlineError
 from core.models import ContextRule, TurnOutcome
 from core.settings import Settings
+from store.flows import Flow, FlowBuilder
 from store.program import Program
 from store.tools import Tool, tool
 
 from .client import Conversation, Piece, Threadline, TurnHandle, connect
+from .guided import Reply
+from .listing import ConversationInfo, ConversationPage
 from .reading import Turn
+from .transcript import FlowView
 
 # `@threadline.program` over a typed function makes it a program: its docstring is the
 # instruction, its parameters the inputs, its return type the `result` output, with the fields and
@@ -25,9 +30,15 @@ program = Program.from_function
 __all__ = [
     "ContextRule",
     "Conversation",
+    "ConversationInfo",
+    "ConversationPage",
     "ErrorCode",
+    "Flow",
+    "FlowBuilder",
+    "FlowView",
     "Piece",
     "Program",
+    "Reply",
     "Settings",
     "Threadline",
     "ThreadlineError",

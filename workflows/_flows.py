@@ -60,6 +60,7 @@ def outcome_of(send: TurnSend, result: FlowResult) -> TurnOutcome:
     return TurnOutcome(
         request_id=send.request_id,
         turn=result.turn,
+        parent=result.parent,
         state="done",
         outputs={"result": text},
         result=text,
