@@ -7,17 +7,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from core.errors import ThreadlineError
 from store.flowlog import flow_entries
+from threadline.client import Conversation
 
 from . import output
 from .common import note
 from .flow_commands import flow_text
+from .output import Output
 
-if TYPE_CHECKING:
-    from .chat import ChatSession
+
+class ChatSession(Protocol):
+    """What these need of `chat.ChatSession`: its conversation and where it prints."""
+
+    chat: Conversation
+    out: Output
 
 HELP = """\
 /flow NAME     start the guided flow NAME (its prompts come as answers; your lines answer them)
