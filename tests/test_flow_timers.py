@@ -5,12 +5,16 @@ busy while they wait."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import io
+import json
 import shutil
 import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import pytest_asyncio
@@ -22,6 +26,8 @@ from store.blobs import FolderBlobs
 from store.flowlog import flow_entries
 from store.folder import FolderStore
 from store.log import Log
+from threadline.cli.chat_flows import follow_reminders
+from threadline.cli.output import Output
 from threadline.client import Conversation, Threadline, connect
 from worker import build_worker
 
@@ -118,3 +124,24 @@ async def test_an_answer_moves_the_timers_on(timed: Timed, skipping: WorkflowEnv
     assert ["started", "answered"] == middle
     assert ["started", "answered", "abandoned"] == flow_kinds(timed.folder, cid)
     assert "expired" == Log(FolderStore(timed.folder).read(cid)).entries[-1]["data"]["reason"]
+
+
+async def test_a_chat_prints_a_reminder_while_it_waits_for_a_line(
+    timed: Timed, skipping: WorkflowEnvironment, cid: str
+) -> None:
+    """`threadline chat` follows the log while it waits: the reminder's prompt is printed as it is recorded."""
+    chat = await signup(timed, cid)
+    printed = io.StringIO()
+    session = SimpleNamespace(chat=chat, out=Output(json=True, stream=printed))
+    following = asyncio.create_task(follow_reminders(session))
+    await asyncio.sleep(0.2)
+
+    await skipping.sleep(61)
+    for _ in range(50):
+        if "flow-reminder" in printed.getvalue():
+            break
+        await asyncio.sleep(0.1)
+    following.cancel()
+
+    events = [json.loads(line) for line in printed.getvalue().splitlines()]
+    assert [{"event": "flow-reminder", "prompt": "Your e-mail address?"}] == events

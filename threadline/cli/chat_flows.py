@@ -25,6 +25,7 @@ class ChatSession(Protocol):
     chat: Conversation
     out: Output
 
+
 HELP = """\
 /flow NAME     start the guided flow NAME (its prompts come as answers; your lines answer them)
 /flow          where the flow stands: its step, what it said last, what it collected
