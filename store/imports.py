@@ -80,17 +80,23 @@ def import_turns(
         raise ThreadlineError(ErrorCode.INPUTS_INVALID, wrong)
     parent = parent_for(log, log.head, "refuse", now).parent
     check_program(log, program, parent)
-    at, name = iso(now), program.inputs[0][0]
+    at = iso(now)
     records: list[Record] = [] if program.version in log.programs else [program.record(at=at)]
     turns: list[str] = []
     for user, assistant in pairs:
-        inputs = program.validate_inputs({name: user})
-        outputs = program.validate_outputs({program.answer: assistant})
         tid = uuid7()
-        rid = request_id if not turns else None
-        records.append(turn_record(tid, parent=parent, program=program.version, inputs=inputs, request_id=rid, at=at))
-        done = {"outputs": outputs, "value": outputs[program.answer], "lmcc": lmcc(program, inputs, outputs)}
-        records.append(ended_record(tid, attempt=1, state="done", saw=[], model=MODEL, at=at, **done))
+        records += _exchange(program, tid, (user, assistant), parent, request_id if not turns else None, at)
         turns.append(tid)
         parent = tid
     return Imported(turns, records, log.n)
+
+
+def _exchange(
+    program: Program, tid: str, said: tuple[str, str], parent: str | None, request_id: str | None, at: str
+) -> list[Record]:
+    """One imported exchange: its `turn` record and its `done` end, as functai writes a merge's."""
+    inputs = program.validate_inputs({program.inputs[0][0]: said[0]})
+    outputs = program.validate_outputs({program.answer: said[1]})
+    turn = turn_record(tid, parent=parent, program=program.version, inputs=inputs, request_id=request_id, at=at)
+    done = {"outputs": outputs, "value": outputs[program.answer], "lmcc": lmcc(program, inputs, outputs)}
+    return [turn, ended_record(tid, attempt=1, state="done", saw=[], model=MODEL, at=at, **done)]
