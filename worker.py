@@ -18,7 +18,9 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.calls import CallWriter
+from activities.conversations import ConversationActivities
 from activities.evaluations import EvaluationActivities
+from activities.flows import FlowActivities
 from activities.language_model import OfflineModel, Provider, Providers
 from activities.llm import LLMActivities
 from activities.merges import MergeActivities
@@ -32,6 +34,7 @@ from store.blobs import open_blobs
 from store.callfolder import call_folder
 from store.calllines import CallLog
 from store.calllog import call_log
+from store.flows import load_flows
 from store.folder import FolderStore
 from store.metrics import load_metrics
 from store.opening import StoreSet, migrate_stores, open_sync
@@ -71,12 +74,12 @@ def build_worker(
             name (tests), or None to open `settings`' stores (folders, PostgreSQL databases).
         providers: The model providers (default: the offline model only).
     """
+    calls = CallWriter(call_logs(settings, stores))
     if not isinstance(stores, StoreSet):
         given = None if stores is None else {name: Threaded(store) for name, store in stores.items()}
         stores = StoreSet(settings.named_stores(), records=given)
     logs = LogCache(stores.records)
     programs = load_programs(settings.programs)
-    calls = CallWriter(call_logs(settings, stores))
     transcript = TranscriptActivities(logs, programs, calls=calls)
     models = Providers(providers if providers is not None else default_providers(settings))
     merges = MergeActivities(logs, programs, models, default_model=settings.model, calls=calls)
@@ -89,6 +92,9 @@ def build_worker(
         streams=stores.streams,
         calls=calls,
     )
+    guided = load_flows((*settings.programs, *settings.flows))  # a module may hold programs and flows
+    flows = FlowActivities(logs, guided, models, default_model=settings.model)
+    records = ConversationActivities(logs, programs)
     return Worker(
         client,
         task_queue=settings.task_queue,
@@ -109,6 +115,13 @@ def build_worker(
             merges.end_merge,
             evaluations.check_evaluation,
             evaluations.evaluate_row,
+            flows.start_flow,
+            flows.flow_step,
+            flows.remind_flow,
+            flows.abandon_flow,
+            flows.read_flow,
+            records.setup_conversation,
+            records.import_messages,
         ],
         max_concurrent_activities=200,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,

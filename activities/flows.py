@@ -73,7 +73,7 @@ class FlowActivities:
         """Start a flow: a turn answering `input.message` with the first prompt, and a `started`
         entry (a flow still active is abandoned first, `replaced`)."""
         _check(input.message, input.request_id)
-        conversation = self.logs.get(input.store, input.conversation)
+        conversation = await self.logs.open(input.store, input.conversation, input.store_id)
 
         def decide(log: Log) -> Exchange:
             return self.manager.start_flow(
@@ -89,7 +89,7 @@ class FlowActivities:
         the next prompt, a re-prompt or the closing words out) and the flow's entries. With no
         flow active nothing is recorded (`in_flow` False)."""
         _check(input.message, input.request_id)
-        conversation = self.logs.get(input.store, input.conversation)
+        conversation = await self.logs.open(input.store, input.conversation, input.store_id)
         while True:
             log = await conversation.read()
             judged: Judgement | None = None
@@ -113,7 +113,7 @@ class FlowActivities:
         """A remind timer fired: send the prompt again (a `reminded` entry, the prompt as `response`)
         if the run is still at `input.moves` and was not reminded there; else nothing."""
         _check("", input.request_id)
-        conversation = self.logs.get(input.store, input.conversation)
+        conversation = await self.logs.open(input.store, input.conversation, input.store_id)
 
         def decide(log: Log) -> Exchange:
             return self.manager.remind(log, run=input.run, moves=input.moves, request_id=input.request_id, now=now())
@@ -126,7 +126,7 @@ class FlowActivities:
         """An expiry timer fired, or someone stopped the flow: abandon the run if it is still active
         (and still at `input.moves`, when given); else nothing."""
         _check("", input.request_id)
-        conversation = self.logs.get(input.store, input.conversation)
+        conversation = await self.logs.open(input.store, input.conversation, input.store_id)
 
         def decide(log: Log) -> Exchange:
             return self.manager.abandon(
@@ -140,7 +140,7 @@ class FlowActivities:
     async def read_flow(self, input: ConversationRef) -> FlowStatus:
         """The conversation's flow as its log says now, with its counts: what a reopened workflow
         needs to set its timers and answer its queries again."""
-        log = await self.logs.get(input.store, input.conversation).read()
+        log = await (await self.logs.open(input.store, input.conversation, input.store_id)).read()
         progress = progress_of(log)
         current = self._result(Exchange(in_flow=progress.active, progress=progress, expect=log.n))
         counts = {name: FlowCount(**dataclasses.asdict(count)) for name, count in counts_of(log).items()}
@@ -226,6 +226,7 @@ class FlowActivities:
             valid=exchange.valid,
             flow_data=exchange.flow_data,
             turn=exchange.turn,
+            parent=exchange.parent,
             events=list(exchange.events),
             moves=progress.moves,
             remind_after_s=step.remind_after if active and step is not None and not progress.reminded else None,

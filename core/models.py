@@ -142,6 +142,9 @@ class TurnSend(Model):
     sends: Sends | None = None
     lm: str | None = None
     context: ContextRule | None = None
+    flow: str | None = None
+    """Start this guided flow (the `flow` signal): `inputs["message"]` is what started it, and the answer
+    is the flow's first prompt."""
     merge: MergeSpec | None = None
     """A merge instead of a turn (`workflows/_merges.py`): the branches and the program that merges them."""
 
@@ -156,10 +159,14 @@ class MergeSpec(Model):
 
 
 class StopSend(Model):
-    """The `stop` signal: a turn by id, a send by request id, or (neither) everything running and queued."""
+    """The `stop` signal: a turn by id, a send by request id, or (neither) everything running and queued.
+
+    With `flow`, it stops the active guided flow instead (abandoned, reason `stopped`).
+    """
 
     turn: str | None = None
     request_id: str | None = None
+    flow: bool = False
 
 
 class TurnError(Model):
@@ -191,6 +198,8 @@ class TurnOutcome(Model):
     usage: dict[str, int] = {}
     seconds: float | None = None
     error: TurnError | None = None
+    flow: FlowResult | None = None
+    """When a guided flow answered the send: where the flow stands (`flow_data` once, on completion)."""
 
 
 class Begun(Model):
@@ -356,6 +365,7 @@ class FlowStart(Model):
     flow: str
     request_id: str
     message: str = ""
+    store_id: str | None = None
 
 
 class FlowAnswer(Model):
@@ -370,6 +380,7 @@ class FlowAnswer(Model):
     message: str
     flow: str | None = None
     lm: str | None = None
+    store_id: str | None = None
 
 
 class FlowRef(Model):
@@ -382,6 +393,7 @@ class FlowRef(Model):
     run: str
     moves: int | None = None
     reason: Literal["expired", "stopped"] = "expired"
+    store_id: str | None = None
 
 
 class FlowResult(Model):
@@ -401,6 +413,8 @@ class FlowResult(Model):
     valid: bool | None = None
     flow_data: dict[str, Any] | None = None
     turn: str | None = None
+    parent: str | None = None
+    """The turn `turn` continues."""
     events: list[str] = []
     """The flow entries written (`started`, `answered`, `invalid`, `completed`, ...): what to count."""
     moves: int = 0
@@ -434,3 +448,4 @@ class ConversationRef(Model):
 
     store: str
     conversation: str
+    store_id: str | None = None

@@ -83,6 +83,10 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+def _modules(spec: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in spec.split(",") if name.strip())
+
+
 def default_model(env: Mapping[str, str]) -> str:
     """The model when `THREADLINE_MODEL` names none: a configured provider's, else the offline model."""
     if env.get("OPENAI_API_KEY"):
@@ -116,6 +120,9 @@ class Settings:
     """`THREADLINE_IDLE_TIMEOUT_S`: a conversation idle this long closes; the next turn reopens it."""
     programs: tuple[str, ...] = ()
     """`THREADLINE_PROGRAMS=module,...`: modules whose programs the worker registers."""
+    flows: tuple[str, ...] = ()
+    """`THREADLINE_FLOWS=module,...`: modules whose guided flows the worker registers (besides the built-in
+    `order` and any flow defined in a `THREADLINE_PROGRAMS` module)."""
     payloads: StoreSpec | None = None
     """`THREADLINE_PAYLOADS`: the folder where payloads too large for Temporal's history are kept (the
     claim check); every client and worker of a deployment must share it. Default `$THREADLINE_DATA/payloads`."""
@@ -139,7 +146,8 @@ class Settings:
             model=env.get("THREADLINE_MODEL") or default_model(env),
             offline_delay_s=_float(env, "THREADLINE_OFFLINE_DELAY_S", 0.0),
             idle_timeout_s=_float(env, "THREADLINE_IDLE_TIMEOUT_S", DEFAULT_IDLE_TIMEOUT_S),
-            programs=tuple(p.strip() for p in env.get("THREADLINE_PROGRAMS", "").split(",") if p.strip()),
+            programs=_modules(env.get("THREADLINE_PROGRAMS", "")),
+            flows=_modules(env.get("THREADLINE_FLOWS", "")),
             payloads=store_spec(env["THREADLINE_PAYLOADS"]) if env.get("THREADLINE_PAYLOADS") else None,
             attributes_every_s=_float(env, "THREADLINE_ATTRIBUTES_EVERY_S", 10.0),
             call_logs=_folders("THREADLINE_CALL_LOGS", env.get("THREADLINE_CALL_LOGS", "")),

@@ -157,6 +157,7 @@ class FlowManager:
             events=events,
             turn=tid,
             existing=True,
+            parent=log.turns[tid].parent if tid is not None else None,
         )
 
 

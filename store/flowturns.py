@@ -9,7 +9,7 @@ decided on; the turn carries the call's request id, so a retry finds it and writ
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .flowlog import PLUGIN, Progress
@@ -50,6 +50,8 @@ class Exchange:
     events: tuple[str, ...] = ()
     turn: str | None = None
     existing: bool = False
+    parent: str | None = None
+    """The turn the exchange's turn continues (None: it is a root, or no turn was recorded)."""
 
 
 def exchange(log: Log, flow: Flow, moved: Transition, said: tuple[str, str, str], now: float) -> Exchange:
@@ -75,7 +77,7 @@ def exchange(log: Log, flow: Flow, moved: Transition, said: tuple[str, str, str]
         at=at,
     )
     records += [ended, *(entry_record(PLUGIN, kind, data, turn=tid, at=at) for kind, data in moved.made)]
-    return _result(log, moved, records, turn=tid)
+    return replace(_result(log, moved, records, turn=tid), parent=parent)
 
 
 def entries_only(log: Log, moved: Transition, now: float, *, in_flow: bool = True) -> Exchange:

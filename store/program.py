@@ -27,7 +27,17 @@ from .fields import check_fields
 from .shape import UNIONS, canonical_json, full_shape, hash_json, shape_of, type_hints
 from .tools import CALLS_SHAPE, TOOLS_SHAPE, Tool, ToolCall, tool_list
 
-__all__ = ["TUTOR", "Field", "Program", "canonical_json", "check_fields", "hash_json", "load_programs", "shape_of"]
+__all__ = [
+    "CHAT",
+    "TUTOR",
+    "Field",
+    "Program",
+    "canonical_json",
+    "check_fields",
+    "hash_json",
+    "load_programs",
+    "shape_of",
+]
 
 FORMAT = 1
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -313,7 +323,7 @@ def _input_type(param: inspect.Parameter, tp: Any) -> Any:
 
 def load_programs(modules: Iterable[str]) -> dict[str, Program]:
     """The built-in programs plus every `Program` defined at the top level of `modules`."""
-    programs = {TUTOR.name: TUTOR}
+    programs = {TUTOR.name: TUTOR, CHAT.name: CHAT}
     for name in modules:
         try:
             module = importlib.import_module(name)
@@ -330,3 +340,13 @@ def tutor(message: str) -> str:
 
 TUTOR = Program.from_function(tutor)
 """The built-in tutor: one text input `message`, one text answer `result` (functai's `tutor`)."""
+
+
+def chat(message: str) -> str:
+    """Reply to the user's message."""
+    raise NotImplementedError("a program's body never runs: the model answers for it")
+
+
+CHAT = Program.from_function(chat)
+"""The built-in general chat program: `tutor`'s fields, and the conversation's system prompt (recorded
+in the log by `store.preamble`) as a section of its instruction."""

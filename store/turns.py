@@ -13,6 +13,7 @@ from core.errors import ErrorCode, ThreadlineError
 
 from .flowlog import sections as flow_sections
 from .log import Log
+from .preamble import sections as setup_sections
 from .program import Program, check_fields
 from .records import Record, abandoned_record, ended_record, iso, lease_record, stop_record, turn_record, uuid7
 from .rules import Rule, Sends, Shown, View, parent_for, shown, view_head
@@ -109,9 +110,9 @@ def shown_for(
 ) -> Shown:
     """What a new turn after `parent` is shown: the rule over the turns no summary covers, plus the
     newest summary on the branch and the data of the guided flows completed on it as sections of
-    the instruction."""
+    the instruction, after the conversation's system prompt and metadata (`store.preamble`)."""
     data = latest_summary(log, parent) if summary is not None else None
-    added = [*([section(data)] if data else []), *flow_sections(log, parent)]
+    added = [*setup_sections(log), *([section(data)] if data else []), *flow_sections(log, parent)]
     return shown(
         log,
         parent,

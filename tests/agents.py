@@ -63,6 +63,7 @@ def run_mixed(folder: Path, conversation: str, n: int, name: str) -> None:
         text = f"{name} {k}"
         turn = writer.send(TurnRequest({"message": text}), lambda _shown, _inputs: Answer({"result": text}))  # noqa: B023
         store.append(conversation, [stop_record(turn), entry_record("load", name, k)])
+        time.sleep(0.01)  # spread over more than half a second: readers overlap it even on a loaded machine
 
 
 if __name__ == "__main__":

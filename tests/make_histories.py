@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import sys
 import tempfile
 from pathlib import Path
 
@@ -46,7 +47,26 @@ async def with_context(tl: Threadline) -> str:
     return chat.id
 
 
-async def main() -> None:
+async def with_flow(tl: Threadline) -> str:
+    chat = tl.conversation("chat", id="kept-flow")
+    await chat.setup("Be brief.", metadata={"shop": "north"})
+    await chat.add_messages([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}])
+    await chat.start_flow("order")
+    for text in ("Soup.", "many", "2"):
+        await chat.message(text)
+    await chat.stop_flow()
+    await chat.message("Thanks")
+    return chat.id
+
+
+MAKERS = [
+    ("conversation-0.1", plain),
+    ("conversation-context-0.1", with_context),
+    ("conversation-flows-0.1", with_flow),
+]
+
+
+async def main(only: set[str] | None = None) -> None:
     binary = find_temporal_binary()
     async with await WorkflowEnvironment.start_local(
         dev_server_existing_path=binary, data_converter=pydantic_data_converter, ip="127.0.0.1"
@@ -58,11 +78,12 @@ async def main() -> None:
         )
         async with build_worker(env.client, settings):
             tl = await connect(settings, client=env.client)
-            for name, make in [("conversation-0.1", plain), ("conversation-context-0.1", with_context)]:
+            for name, make in [(name, make) for name, make in MAKERS if only is None or name in only]:
                 conversation = await make(tl)
                 history = await env.client.get_workflow_handle(workflow_id("default", conversation)).fetch_history()
                 (HERE / f"{name}.json").write_text(history.to_json())
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    # `python -m tests.make_histories NAME...` records only those (a history kept from a release stays as it is).
+    asyncio.run(main(set(sys.argv[1:]) or None))

@@ -145,7 +145,7 @@ async def test_the_record_endpoints_keep_the_store_contract(pg_tl: Threadline, c
         woken = await waiting
         idle = await http.get(f"{records}/wait", params={"after": 3, "timeout": 0.2}, headers=bearer(KEY))
         after = await http.get(records, params={"after": 1}, headers=bearer(KEY))
-        listed = await http.get("/v1/conversations", headers=bearer(KEY))
+        listed = await http.get("/v1/conversations/records", headers=bearer(KEY))
         scoped = await http.get(records, headers=bearer("k-team"))
 
     assert (200, {"count": 2}) == (first.status_code, first.json())

@@ -39,7 +39,7 @@ async def test_health_and_docs_answer_without_a_key(tl: Threadline) -> None:
         docs = await http.get("/docs")
         spec = (await http.get("/openapi.json")).json()
 
-    assert (200, {"status": "ok"}) == (health.status_code, health.json())
+    assert (200, {"status": "healthy"}) == (health.status_code, health.json())
     assert 200 == docs.status_code
     assert "/v1/conversations/{conversation_id}/turns/{turn}/events" in spec["paths"]
 
@@ -66,7 +66,8 @@ async def test_not_ready_when_no_worker_polls(http: httpx.AsyncClient) -> None:
 
 
 async def test_creating_a_conversation_records_nothing(http: httpx.AsyncClient, folder: Path) -> None:
-    """Creating only validates: a new UUIDv7 id, no workflow, no records, the state `empty`."""
+    """Creating with `program` alone only validates: a new UUIDv7 id, no workflow, no records, so reading
+    it answers 404 until its first turn."""
     created = await http.post("/v1/conversations", json={"program": "tutor", "sends": "refuse"})
     body = created.json()
     state = await http.get(f"/v1/conversations/{body['conversation']}")
@@ -75,7 +76,7 @@ async def test_creating_a_conversation_records_nothing(http: httpx.AsyncClient, 
     assert 7 == uuid.UUID(body["conversation"]).version
     assert ("tutor", "refuse", False) == (body["program"], body["sends"], body["started"])
     assert workflow_id("default", body["conversation"]) == body["workflow_id"]
-    assert ("empty", None, 0) == (state.json()["state"], state.json()["head"], state.json()["total"])
+    assert (404, "conversation-not-found") == (state.status_code, state.json()["error"]["code"])
     assert [] == recorded(folder)
 
 
@@ -188,12 +189,12 @@ async def test_stopping_everything_stops_the_running_turn(
 
 
 async def test_stopping_what_does_not_exist_is_not_found(http: httpx.AsyncClient, cid: str) -> None:
-    """Stopping in a conversation with nothing at all: 404 `conversation-not-found`; an unknown turn: 404."""
+    """Stopping in a conversation with nothing at all, or one of its turns: 404 `conversation-not-found`."""
     everything = await http.post(f"/v1/conversations/{cid}/stop")
     one = await http.post(f"/v1/conversations/{cid}/turns/no-such-turn/stop")
 
     assert (404, "conversation-not-found") == (everything.status_code, everything.json()["error"]["code"])
-    assert (404, "turn-unknown") == (one.status_code, one.json()["error"]["code"])
+    assert (404, "conversation-not-found") == (one.status_code, one.json()["error"]["code"])
 
 
 async def test_a_send_while_a_turn_runs_is_refused_busy(
@@ -222,7 +223,7 @@ async def test_closing_ends_the_workflow_and_keeps_the_records(
     after = (await send(http, cid, message="after", wait=True)).json()
 
     expected = {"conversation": cid, "closed": True, "records_kept": True, "was_open": True, "forced": False}
-    assert (200, expected | {"answered": 0}) == (closed.status_code, closed.json())
+    assert (200, expected | {"answered": 0, "status": "deleted"}) == (closed.status_code, closed.json())
     assert WorkflowExecutionStatus.COMPLETED == description.status
     assert ("done", first) == (after["state"], after["parent"])
 

@@ -36,7 +36,8 @@ async def _http(tl: Threadline) -> AsyncIterator[httpx.AsyncClient]:
 async def test_keys_are_required_and_scoped_to_stores(
     client: Client, settings: Settings, tmp_path: Path, cid: str
 ) -> None:
-    """No key or a wrong key: 401; a key scoped to other stores: 403; a key for the store: 200."""
+    """No key or a wrong key: 401; a key scoped to other stores: 403; a key for the store gets through
+    (to a 404: the conversation does not exist)."""
     stores = {**settings.stores, "team": tmp_path / "team"}
     tl = Threadline(client, dataclasses.replace(settings, stores=stores))
     async with serving(create_app(tl, keys=["k-all", "k-team:team"])) as http:
@@ -48,7 +49,7 @@ async def test_keys_are_required_and_scoped_to_stores(
         own = await http.get(url, params={"store": "team"}, headers=bearer("k-team"))
         every = await http.get(url, headers=bearer("k-all"))
 
-    assert [401, 401, 403, 403, 200, 200] == [r.status_code for r in (missing, wrong, other, create_other, own, every)]
+    assert [401, 401, 403, 403, 404, 404] == [r.status_code for r in (missing, wrong, other, create_other, own, every)]
     assert ["unauthorized", "unauthorized", "forbidden"] == [r.json()["error"]["code"] for r in (missing, wrong, other)]
     assert "Bearer" == missing.headers["www-authenticate"]
 
@@ -63,7 +64,7 @@ async def test_each_request_is_logged_once_without_its_key(tl: Threadline, cid: 
 
     lines = [e for e in logs if e["event"] == "http.request"]
     assert "req-1" == answered.headers["x-request-id"]
-    assert [("req-1", "GET", f"/v1/conversations/{cid}", 200)] == [
+    assert [("req-1", "GET", f"/v1/conversations/{cid}", 404)] == [
         (e["request_id"], e["method"], e["path"], e["status"]) for e in lines
     ]
     assert "k-secret-7f3a" not in repr(logs)
@@ -132,7 +133,7 @@ def test_malformed_key_settings_are_refused(spec: str) -> None:
         ("/v1/conversations/{cid}/turns", {"inputs": {"message": "hi"}, "program": "nope"}, 422, "program-unknown"),
         ("/v1/conversations/{cid}/turns?store=elsewhere", {"message": "hi"}, 422, "store-unknown"),
         ("/v1/conversations/-bad/turns", {"message": "hi"}, 422, "conversation-id"),
-        ("/v1/conversations", {}, 422, "invalid-request"),
+        ("/v1/conversations", {"system_prompt": 42}, 422, "invalid-request"),
         ("/v1/conversations", {"program": "tutor", "context": {"lastt": 1}}, 422, "invalid-request"),
         ("/v1/conversations", {"program": "tutor", "id": "a b"}, 422, "conversation-id"),
         ("/v1/conversations", {"program": "tutor", "store": "elsewhere"}, 422, "store-unknown"),

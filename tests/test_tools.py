@@ -230,7 +230,7 @@ def test_load_programs_finds_programs_with_tools():
     """A module's program brings its tools; tools alone are not programs."""
     programs = load_programs(["tests.tool_programs"])
 
-    assert {"tutor", "gardener"} == set(programs)
+    assert {"tutor", "chat", "gardener"} == set(programs)
     assert ["read_note", "write_note", "count_notes"] == [t.name for t in programs["gardener"].tools]
 
 

@@ -1,8 +1,9 @@
 """Threadline: durable multi-turn language-model conversations on Temporal.
 
 The public face: `connect()` gives a `Threadline`, whose `conversation(...)` handles send turns,
-read them, branch, merge, rate, move the head and stop; `rated`, `evaluate` and `train_test`
-learn from the rated turns. Errors are `ThreadlineError` with a stable `code`.
+read them, branch, merge, rate, move the head and stop, and run guided flows (`FlowBuilder`);
+`rated`, `evaluate` and `train_test` learn from the rated turns, and `tl.conversations()` lists
+conversations. Errors are `ThreadlineError` with a stable `code`.
 """
 
 from __future__ import annotations
@@ -10,15 +11,19 @@ from __future__ import annotations
 from core.errors import ErrorCode, ThreadlineError
 from core.models import ContextRule, TurnOutcome
 from core.settings import Settings
+from store.flows import Flow, FlowBuilder
 from store.metrics import Metric, metric
 from store.program import Program
 from store.tools import Tool, tool
 
 from .client import Conversation, Piece, Threadline, TurnHandle, connect
 from .evaluation import Evaluation, evaluate
+from .guided import Reply
 from .learning import rated, train_test
+from .listing import ConversationInfo, ConversationPage
 from .reading import Turn
 from .remote import functai_store
+from .transcript import FlowView
 
 # `@threadline.program` over a typed function makes it a program: its docstring is the
 # instruction, its parameters the inputs, its return type the `result` output, with the fields and
@@ -30,11 +35,17 @@ program = Program.from_function
 __all__ = [
     "ContextRule",
     "Conversation",
+    "ConversationInfo",
+    "ConversationPage",
     "ErrorCode",
     "Evaluation",
+    "Flow",
+    "FlowBuilder",
+    "FlowView",
     "Metric",
     "Piece",
     "Program",
+    "Reply",
     "Settings",
     "Threadline",
     "ThreadlineError",

@@ -17,7 +17,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from temporalio.api.enums.v1 import TaskQueueType
@@ -61,10 +61,12 @@ from store.reader import ConversationLog, LogCache, now
 from store.records import uuid7
 from store.rules import View, view_head
 from store.streams import StreamReader
-from workflows.attributes import CONVERSATION_KEY, PROGRAM_KEY, SEARCH_ATTRIBUTE_KEYS, STORE_KEY
+from workflows.attributes import CONVERSATION_KEY, PROGRAM_KEY, SEARCH_ATTRIBUTE_KEYS, STORE_KEY, UPDATED_KEY
 from workflows.conversation import ConversationWorkflow
 
 from . import learning
+from .guided import FlowMethods
+from .listing import Listing
 from .reading import Page, Turn, find_turn, history, to_turn
 
 
@@ -90,8 +92,8 @@ async def _registered(client: Client, namespace: str) -> bool:
     return all(key.name in found.custom_attributes for key in SEARCH_ATTRIBUTE_KEYS)
 
 
-class Threadline:
-    """A connection to Threadline: makes conversation handles, and reads their logs."""
+class Threadline(Listing):
+    """A connection to Threadline: makes conversation handles, reads their logs, lists conversations (`Listing`)."""
 
     def __init__(self, client: Client | None, settings: Settings, *, search_attributes: bool | None = None) -> None:
         self._client = client
@@ -192,6 +194,13 @@ _END_GRACE_S = 2.0
 store's stream is written by a thread of its own, so its last events may land just after."""
 
 
+def _signal_of(send: TurnSend | StopSend) -> str:
+    """The signal that carries `send`: `flow` starts a guided flow, `turn` sends, `stop` stops."""
+    if isinstance(send, StopSend):
+        return "stop"
+    return "turn" if send.flow is None else "flow"
+
+
 @dataclass(frozen=True, slots=True)
 class Piece:
     """A piece of a turn's streamed text."""
@@ -241,8 +250,10 @@ class TurnHandle:
         return await self.conversation.turn(outcome.turn)
 
 
-class Conversation:
-    """One conversation: send turns, read them, stop them, branch, move the head."""
+class Conversation(FlowMethods):
+    """One conversation: send turns, read them, stop them, branch, move the head; guided flows (`FlowMethods`)."""
+
+    tl: Threadline
 
     def __init__(self, tl: Threadline, config: ConversationConfig, view: View | None = None) -> None:
         self.tl = tl
@@ -384,7 +395,7 @@ class Conversation:
                 ConversationState(config=config),
                 id=workflow_id(config.store, config.conversation),
                 task_queue=self.tl.settings.task_queue,
-                start_signal="turn" if isinstance(send, TurnSend) else "stop",
+                start_signal=_signal_of(send),
                 start_signal_args=[send],
                 static_summary=f"{config.program} conversation {config.conversation} (store {config.store})",
                 search_attributes=self._attributes(),
@@ -432,10 +443,11 @@ class Conversation:
     def _attributes(self) -> TypedSearchAttributes | None:
         if not self.tl.search_attributes:
             return None
-        pairs = [
+        pairs: list[SearchAttributePair[Any]] = [
             SearchAttributePair(CONVERSATION_KEY, self.id),
             SearchAttributePair(STORE_KEY, self.config.store),
             SearchAttributePair(PROGRAM_KEY, self.config.program),
+            SearchAttributePair(UPDATED_KEY, datetime.now(UTC)),  # listed as updated from its start
         ]
         return TypedSearchAttributes(pairs)
 

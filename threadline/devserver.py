@@ -31,7 +31,11 @@ from temporalio.service import RPCError
 from core.errors import ErrorCode, ThreadlineError
 from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 
-_TYPE_NAMES = {SearchAttributeIndexedValueType.KEYWORD: "Keyword", SearchAttributeIndexedValueType.INT: "Int"}
+_TYPE_NAMES = {
+    SearchAttributeIndexedValueType.KEYWORD: "Keyword",
+    SearchAttributeIndexedValueType.INT: "Int",
+    SearchAttributeIndexedValueType.DATETIME: "Datetime",
+}
 SEARCH_ATTRIBUTES: tuple[tuple[str, str], ...] = tuple(
     (key.name, _TYPE_NAMES[key.indexed_value_type]) for key in SEARCH_ATTRIBUTE_KEYS
 )

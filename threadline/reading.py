@@ -46,6 +46,10 @@ class Turn:
     """A merge's merged turns (empty for any other turn)."""
     made_by: dict[str, Any] | None = None
     """A merge's merging program and its call: `{"name", "version", "call"}`."""
+    started_at: str | None = None
+    """When the turn was sent (its `turn` record's time, RFC 3339 UTC)."""
+    ended_at: str | None = None
+    """When it ended (its `ended` record's time), None while it has not."""
 
     def as_dict(self) -> dict[str, Any]:
         """The turn as JSON-able data (the CLI's `--json`)."""
@@ -112,6 +116,8 @@ def to_turn(log: Log, turn: LoggedTurn, now: float) -> Turn:
         attempt=turn.attempt,
         reads=[str(t) for t in turn.record.get("reads") or []],
         made_by=dict(turn.record["made_by"]) if isinstance(turn.record.get("made_by"), dict) else None,
+        started_at=turn.record.get("at"),
+        ended_at=ended.get("at"),
     )
 
 

@@ -193,7 +193,7 @@ class HTTPStore:
 
     def conversations(self) -> list[str]:
         """The ids of the conversations that hold records, sorted."""
-        answer = self._request("GET", "/v1/conversations", params={"store": self.store})
+        answer = self._request("GET", "/v1/conversations/records", params={"store": self.store})
         return [str(c) for c in answer["conversations"]]
 
     def close(self) -> None:

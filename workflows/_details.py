@@ -19,5 +19,5 @@ def current_details(turns: int, last: TurnOutcome, inputs: Mapping[str, object] 
 
 
 def slim(outcome: TurnOutcome) -> TurnOutcome:
-    """An outcome without its outputs: what continue-as-new carries (the log keeps the rest)."""
-    return outcome.model_copy(update={"outputs": None, "result": None})
+    """An outcome without its outputs or a flow's data: what continue-as-new carries (the log keeps the rest)."""
+    return outcome.model_copy(update={"outputs": None, "result": None, "flow": None})

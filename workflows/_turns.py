@@ -20,9 +20,11 @@ with workflow.unsafe.imports_passed_through():
     from activities.transcript import TranscriptActivities
     from core.errors import ErrorCode
     from core.models import (
+        MAX_REQUEST_ID,
         BeginInput,
         Begun,
         ConversationState,
+        ConversationStatus,
         Ended,
         Interrupted,
         PrepareResult,
@@ -41,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
 
     from . import _calls
     from ._details import slim
+    from ._upkeep import Attributes
 
 STOP_ONLY_EARLIER = "stop-drops-only-earlier-sends"
 CLOSE_PATIENCE = timedelta(seconds=30)
@@ -81,6 +84,14 @@ class Turns:
         self.last: TurnOutcome | None = state.outcomes[-1] if state.outcomes else None
         self._on_end = on_end
 
+    def enqueue(self, send: TurnSend) -> None:
+        """Queue a send. One with an over-long request id is dropped: no caller can wait for it (`wait`
+        refuses such ids), and it must not swell what the run carries."""
+        if len(send.request_id) <= MAX_REQUEST_ID:
+            self.state.pending.append(send)
+        else:
+            workflow.logger.warning("send dropped", extra={"reason": "request id too long"})
+
     def idle(self) -> bool:
         """Nothing queued, running or being summarised."""
         return not (self.state.pending or self.tasks or self.background)
@@ -93,6 +104,25 @@ class Turns:
         """Whether a send with this request id was queued, placed or answered in this run."""
         seen = request_id in self.outcomes or request_id in self.begun
         return seen or any(send.request_id == request_id for send in self.state.pending)
+
+    def attributes(self) -> Attributes:
+        """What the search attributes show: `running` while a turn runs or a send waits, and the turn count."""
+        return ("running" if self.tasks or self.state.pending else "idle"), self.state.turns
+
+    def status(self) -> ConversationStatus:
+        """The `status` query: what the conversation is doing now."""
+        config = self.state.config
+        return ConversationStatus(
+            store=config.store,
+            conversation=config.conversation,
+            program=config.program,
+            running=sorted(self.tasks),
+            pending=len(self.state.pending),
+            turns=self.state.turns,
+            turns_this_run=self.this_run,
+            summarising=len(self.background),
+            last=self.last,
+        )
 
     def carried(self) -> ConversationState:
         """What continue-as-new carries: the queue, the recent outcomes without outputs, the counter."""

@@ -10,16 +10,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
+from temporalio.common import SearchAttributeUpdate
 
 with workflow.unsafe.imports_passed_through():
     from core.models import ConversationConfig
 
-    from .attributes import STATE_KEY, TURNS_KEY
+    from .attributes import STATE_KEY, TURNS_KEY, UPDATED_KEY
 
 Attributes = tuple[str, int]
 """What the search attributes show: the state (`running` or `idle`) and the turn count."""
+UPDATED = "attribute-updated"
+"""Runs from before it publish no `ThreadlineUpdated`."""
 
 
 class Upkeep:
@@ -66,7 +70,10 @@ class Upkeep:
         if not force and workflow.now() - self.published < self.every:
             return
         state, turns = attributes
-        workflow.upsert_search_attributes([STATE_KEY.value_set(state), TURNS_KEY.value_set(turns)])
+        updates: list[SearchAttributeUpdate[Any]] = [STATE_KEY.value_set(state), TURNS_KEY.value_set(turns)]
+        if workflow.patched(UPDATED):
+            updates.append(UPDATED_KEY.value_set(self.active))
+        workflow.upsert_search_attributes(updates)
         self.published, self.shown = workflow.now(), attributes
 
     def stale(self, attributes: Attributes, *, idle: bool) -> bool:

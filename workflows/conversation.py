@@ -22,16 +22,20 @@ with workflow.unsafe.imports_passed_through():
         Begun,
         ConversationState,
         ConversationStatus,
+        FlowStatus,
         RenderResult,
         StopSend,
         TurnOutcome,
         TurnSend,
     )
+    from core.records_models import ImportResult, ImportSend, SetupResult, SetupSend
 
+    from . import _records
     from ._details import current_details
+    from ._flows import Flows
     from ._merges import Merges
     from ._turns import Turns
-    from ._upkeep import Attributes, Upkeep
+    from ._upkeep import Upkeep
 
 
 @workflow.defn(name="Conversation")
@@ -45,17 +49,20 @@ class ConversationWorkflow:
         """Each stop with how many sends were queued when it came: it drops those, never a later send."""
         self.turns = Turns(self.state, on_end=self._ended)
         self.merges = Merges(self.turns)
+        self.guided = Flows(self.state, self.turns, self.merges)
         self.upkeep = Upkeep(self.state.config)
         self.closed = False
+        self._quiet = lambda: self._idle() and not self.guided.armed()  # may close: no flow timer would be lost
 
     @workflow.signal(name="turn")
     def turn(self, send: TurnSend) -> None:
-        """Queue a send; the main loop places it. One with an over-long request id is dropped: no
-        caller can wait for it (`wait` refuses such ids), and it must not swell what the run carries."""
-        if len(send.request_id) <= MAX_REQUEST_ID:
-            self.state.pending.append(send)
-        else:
-            workflow.logger.warning("send dropped", extra={"reason": "request id too long"})
+        """Queue a send; the main loop places it."""
+        self.turns.enqueue(send)
+
+    @workflow.signal(name="flow")
+    def flow(self, send: TurnSend) -> None:
+        """Queue the start of the guided flow `send.flow`, in order with the sends (answered like one)."""
+        self.turn(send)
 
     @workflow.signal(name="stop")
     def stop(self, stop: StopSend) -> None:
@@ -87,8 +94,7 @@ class ConversationWorkflow:
 
     @workflow.update(name="close")
     async def close(self) -> int:
-        """Close the conversation: queued sends are answered `conversation-closed`, running turns stop,
-        and the run ends (its records stay; the next send reopens it). Returns the sends answered so."""
+        """Close: queued sends are answered `conversation-closed`, running turns stop, the run ends."""
         answered = await self.turns.close()
         self.closed = True
         return answered
@@ -98,60 +104,73 @@ class ConversationWorkflow:
         """The exact request `send` would make now; nothing is sent to the model or recorded."""
         return await self.turns.render(send)
 
+    @workflow.update(name="setup")
+    async def setup(self, setup: SetupSend) -> SetupResult:
+        """Record the conversation's system prompt and metadata (an `entry` every later turn is shown)."""
+        return await _records.set_up(self.state.config, setup)
+
+    @workflow.update(name="append")
+    async def append(self, send: ImportSend) -> ImportResult:
+        """Record messages as done turns after the head, without asking a model (importing a transcript)."""
+        return await _records.import_messages(self.state.config, send)
+
+    @workflow.query(name="flows")
+    def flows(self) -> FlowStatus:
+        """The conversation's guided flow (its latest response: a prompt or a reminder) and the counts."""
+        return self.guided.status()
+
     @workflow.query(name="status")
     def status(self) -> ConversationStatus:
         """What the conversation is doing now."""
-        config = self.state.config
-        return ConversationStatus(
-            store=config.store,
-            conversation=config.conversation,
-            program=config.program,
-            running=sorted(self.turns.tasks),
-            pending=len(self.state.pending),
-            turns=self.state.turns,
-            turns_this_run=self.turns.this_run,
-            summarising=len(self.turns.background),
-            last=self.turns.last,
-        )
+        return self.turns.status()
 
     @workflow.run
     async def run(self, input: ConversationState) -> str:
         """Place sends in order, carry out stops, and close when idle (reopened by the next signal)."""
         upkeep = self.upkeep
-        upkeep.restart_clock(self._idle)
+        await self.guided.begin()
+        upkeep.restart_clock(self._quiet)
         while True:
-            await upkeep.publish_when_quiet(self._attributes, is_idle=self._idle, has_work=self._has_work)
-            await workflow.wait_condition(
-                lambda: self._has_work() or (upkeep.closing and self._idle()) or self._stale() or self.closed
-            )
-            if self.closed:
-                if await self._drained():
-                    upkeep.publish(self._attributes(), force=True)
-                    return "closed"
-                self.closed = False  # sent after the close: the conversation reopened, serve them
-                continue
-            if upkeep.closing and self._idle() and not self._has_work():
-                if await self._drained():
-                    workflow.logger.info("conversation closed after being idle")
-                    upkeep.publish(self._attributes(), force=True)
-                    return "idle"
-                upkeep.restart_clock(self._idle)
+            await upkeep.publish_when_quiet(self.turns.attributes, is_idle=self._idle, has_work=self._has_work)
+            await workflow.wait_condition(self._wakes)
+            if self.closed or (upkeep.closing and self._idle() and not self._has_work()):
+                if ended := await self._ending():
+                    return ended
                 continue
             if upkeep.clock_fired():  # it fired while work arrived: keep counting from now
-                upkeep.restart_clock(self._idle)
+                upkeep.restart_clock(self._quiet)
             if self.stops:
-                await self.merges.stop(*self.stops.popleft())
+                await self.guided.stop(*self.stops.popleft())
+            elif self.guided.due:
+                await self.guided.fire()
             elif self.turns.ready():
-                await self.merges.admit(self.state.pending[0])
+                await self.guided.admit(self.state.pending[0])
             elif self._time_to_continue() and await self._drained():
-                upkeep.publish(self._attributes(), force=True)
+                upkeep.publish(self.turns.attributes(), force=True)
                 workflow.continue_as_new(self.turns.carried())
+
+    def _wakes(self) -> bool:
+        idle = self._idle()
+        stale = self.upkeep.stale(self.turns.attributes(), idle=idle)
+        return self._has_work() or self.closed or (self.upkeep.closing and idle) or stale
+
+    async def _ending(self) -> str | None:
+        """End the run, closed or idle long enough, unless sends came meanwhile (then it goes on)."""
+        why = "closed" if self.closed else "idle"
+        if await self._drained():
+            workflow.logger.info("conversation ended", extra={"why": why})
+            self.upkeep.publish(self.turns.attributes(), force=True)
+            return why
+        if why == "idle":
+            self.upkeep.restart_clock(self._quiet)
+        self.closed = False  # sent after the close: the conversation reopened, serve them
+        return None
 
     def _idle(self) -> bool:
         return not self.stops and self.turns.idle() and self.merges.idle()
 
     def _has_work(self) -> bool:
-        return bool(self.stops) or self.turns.ready() or self._time_to_continue()
+        return bool(self.stops or self.guided.due) or self.turns.ready() or self._time_to_continue()
 
     def _time_to_continue(self) -> bool:
         if not self._idle():
@@ -166,16 +185,10 @@ class ConversationWorkflow:
         )
         return self._idle()
 
-    def _attributes(self) -> Attributes:
-        return ("running" if self.turns.tasks or self.state.pending else "idle"), self.state.turns
-
-    def _stale(self) -> bool:
-        return self.upkeep.stale(self._attributes(), idle=self._idle())
-
     def _ended(self, outcome: TurnOutcome, inputs: Mapping[str, object] | None) -> None:
         self.upkeep.touch()
         workflow.set_current_details(current_details(self.state.turns, outcome, inputs))
-        self.upkeep.publish(self._attributes())
+        self.upkeep.publish(self.turns.attributes())
 
 
 def _check_known(known: bool, request_id: str) -> None:

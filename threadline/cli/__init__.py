@@ -10,6 +10,8 @@ conversations from the shell.
     threadline render alex "And 1/4?"          # the request the next turn would send; nothing sent
     threadline rate alex TURN right            # rate a turn, as functai rates a call
     threadline evaluate tutor --metric exact_match   # ask the rated rows again and score them
+    threadline flow start alex order           # a guided flow: its first prompt; messages then answer it
+    threadline list --state idle               # conversations from Temporal visibility
     threadline serve --port 8000               # the HTTP service
     threadline store copy default postgresql://db/threadline   # a folder store into PostgreSQL
 
@@ -33,7 +35,7 @@ from core import logs
 from core.errors import ThreadlineError
 from core.temporal import from_failure
 
-from . import chat, conversation_commands, learning_commands, serving, store_commands
+from . import chat, conversation_commands, flow_commands, learning_commands, serving, store_commands
 from .common import Command, close_opened
 from .output import Output
 
@@ -86,4 +88,5 @@ def build_parser() -> argparse.ArgumentParser:
     conversation_commands.add_commands(commands, common)
     store_commands.add_commands(commands, common)
     learning_commands.add_commands(commands, common)
+    flow_commands.add_commands(commands, common)
     return parser

@@ -21,7 +21,7 @@ from core.settings import Settings
 from core.temporal import from_failure
 from threadline.reading import Turn
 
-from . import output
+from . import chat_flows, output
 from .common import (
     Chat,
     InputLines,
@@ -35,7 +35,7 @@ from .common import (
 )
 from .output import Output
 
-HELP = """\
+HELP = f"""\
 /turns         the turns from the first to the head of this branch
 /all           every turn of every branch
 /show          the branch tree, the head marked *
@@ -43,6 +43,7 @@ HELP = """\
 /head TURN     move the conversation's head to TURN
 /stop [TURN]   stop TURN, or every running and queued turn
 /history       the summary, key facts and turn counts the model is given
+{chat_flows.HELP}
 /help          this list
 /quit          end the chat (so does Ctrl-D)
 A TURN may be a full id or a short one as /show prints it. A line starting `//` sends the
@@ -72,7 +73,7 @@ async def run_chat(args: argparse.Namespace, out: Output) -> int:
     lines = InputLines(sys.stdin)
     if lines.interactive:
         note(f"Conversation {chat.chat.id} ({args.program}). /help lists commands; Ctrl-D ends.\n")
-    with chat.interrupts() as interrupted:
+    with chat.interrupts() as interrupted, chat_flows.following(chat):
         try:
             while (line := await lines.get()) is not None and await chat.handle(line):
                 pass
@@ -105,6 +106,7 @@ class ChatSession:
             "/head": self._head,
             "/stop": self._stop,
             "/history": self._history,
+            "/flow": lambda arg: chat_flows.flow_command(self, arg),
             "/help": self._help,
         }
 
@@ -139,6 +141,8 @@ class ChatSession:
             finally:
                 self.running = None
         self._ended(turn, streamed)
+        if (turn.model or "").startswith("flow:"):  # a guided flow's turn: print what it collected once done
+            await chat_flows.print_collected(self, placed.request_id)
 
     async def _stream(self, turn: str, progress: Progress) -> str:
         """Print the turn's text as it arrives; return the last text printed (empty: none)."""

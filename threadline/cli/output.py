@@ -131,6 +131,8 @@ def outcome_text(outcome: TurnOutcome, out: Output, *, answer: bool = True) -> s
         rows.append(("error", f"{outcome.error.code}: {outcome.error.message}"))
     elif outcome.state == "done" and answer:
         rows.append(("result", text_of(outcome.result)))
+    if outcome.flow is not None and outcome.flow.flow_data is not None:  # a guided flow ended: what it collected
+        rows.append(("collected", dumps(outcome.flow.flow_data)))
     return fields(rows)
 
 

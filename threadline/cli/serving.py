@@ -24,6 +24,8 @@ from .common import Subcommands
 from .output import Output
 
 DEMO_QUESTIONS = ("Hi, I'm Alex.", "What is 1/2 + 1/3?", "Is it 2/5?")
+WORKER_GRACE_WITHOUT_SERVER_S = 3.0
+"""How long `dev` lets its worker stop once the server died (it cannot say goodbye to a dead server)."""
 
 
 def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None:
@@ -65,15 +67,18 @@ async def run_dev(args: argparse.Namespace, out: Output) -> int:
         settings = dataclasses.replace(settings, address=server.address)
         out.emit(*_ready(server, settings, serving=not args.server_only))
         died = asyncio.create_task(_on_exit(server, stop))
+        serving = asyncio.create_task(
+            stop.wait() if args.server_only else _serve_with_worker(settings, server, args.demo, stop, out)
+        )
         try:
-            if args.server_only:
-                await stop.wait()
-            else:
-                await _serve_with_worker(settings, server, args.demo, stop, out)
+            await asyncio.wait({died, serving}, return_when=asyncio.FIRST_COMPLETED)
+            if died.done():  # a worker cannot shut down gracefully without its server: give it a moment
+                await asyncio.wait({serving}, timeout=WORKER_GRACE_WITHOUT_SERVER_S)
+                raise died.result()
+            await serving
         finally:
             await _cancel(died)
-        if died.done() and not died.cancelled():
-            raise died.result()
+            await _cancel(serving)
     return 0
 
 

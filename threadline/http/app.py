@@ -28,6 +28,7 @@ from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings
 from threadline.client import Threadline, connect
 
+from . import article
 from .learning import router as learning_router
 from .middleware import STATUS, APIKey, Auth, BodyLimit, RequestLog, on_error, on_http_error
 from .records import router as records
@@ -44,8 +45,10 @@ Conversations whose turns survive crashes and restarts: each conversation is one
 and its turns live in a record log that functai reads too.
 
 Send `Authorization: Bearer <key>` to everything under `/v1/` (unless the service runs open).
-A conversation is created by its first turn; `POST /v1/conversations` only validates and returns
-its handle. Errors are `{"error": {"code", "message"}}`; the status follows the code:
+A conversation is created by its first turn, or by `POST /v1/conversations` with the article's
+body (`{"system_prompt": ...}`); with `program` alone that call only validates and returns a
+handle. Messages go to an active guided flow first (`/messages`, `/flows`). Errors are
+`{"error": {"code", "message"}}`; the status follows the code:
 
 """
 
@@ -122,9 +125,10 @@ def create_app(
         lifespan=_lifespan,
     )
     app.state.tl, app.state.config = tl, ServiceSettings(parsed, max_body_bytes, tuple(cors_origins))
+    app.include_router(records)  # first: `/v1/conversations/records` is not a conversation id
     app.include_router(router)
-    app.include_router(records)
     app.include_router(learning_router)
+    app.include_router(article.router)
     app.include_router(probes)
     for kind in (ThreadlineError, RequestValidationError, RPCError, WorkflowUpdateFailedError):
         app.add_exception_handler(kind, on_error)

@@ -32,9 +32,25 @@ class ContextRequest(ContextRule):
 
 
 class CreateConversationRequest(RequestBody):
-    """A conversation handle: nothing is started or recorded until its first turn."""
+    """A conversation: with `program` alone, only a handle (nothing is started or recorded until its first
+    turn); the article's body (`system_prompt`, `metadata`, or no `program`: the general `chat` program)
+    also records the setup every turn is shown, so the conversation exists at once."""
 
-    program: str
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"system_prompt": "You are a helpful assistant.", "metadata": {"user": "u-42"}},
+                {"program": "tutor", "id": "alex", "context": {"last": 10}},
+            ]
+        }
+    )
+
+    program: str | None = None
+    """The conversation's program; omitted: the built-in general `chat`."""
+    system_prompt: str | None = None
+    """Shown to every turn as part of its instruction (recorded in the log)."""
+    metadata: dict[str, Any] | None = None
+    """Small facts about the conversation, shown to every turn as JSON (recorded in the log)."""
     id: str | None = None
     """The conversation id (1-200 of `A-Za-z0-9._-`); a new UUIDv7 when omitted."""
     store: str = "default"
@@ -45,6 +61,15 @@ class CreateConversationRequest(RequestBody):
 
 class TurnRequest(RequestBody):
     """One turn: `inputs` by name, or `message` for a program with one text input (`tutor`)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"message": "What is 1/2 + 1/3?", "request_id": "q-1", "wait": True},
+                {"inputs": {"topic": "fractions", "level": 2}, "program": "quiz"},
+            ]
+        }
+    )
 
     inputs: dict[str, Any] | None = None
     message: str | None = None
@@ -70,6 +95,8 @@ class TurnRequest(RequestBody):
 class HeadRequest(RequestBody):
     """Where the conversation's head moves."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [{"turn": "0199a1b2-0000-7000-8000-000000000001"}]})
+
     turn: str
 
 
@@ -84,7 +111,12 @@ class ConversationHandle(BaseModel):
     lm: str | None
     workflow_id: str
     started: bool = False
-    """Always false: the workflow starts, and the first records are written, with the first turn."""
+    """Whether its workflow started and its setup was recorded (the article's body); otherwise both
+    happen with the first turn."""
+    conversation_id: str = ""
+    """The conversation id again, under the article's name."""
+    created_at: str | None = None
+    """When the setup was recorded (None when nothing was)."""
 
 
 class ConversationState(BaseModel):
@@ -101,6 +133,17 @@ class ConversationState(BaseModel):
     """Turns of every branch."""
     state: str
     """`empty` (no turns), `running` (a turn has not ended) or `idle`."""
+    conversation_id: str = ""
+    turn_count: int = 0
+    """Turns from the first to the head (the article's name for `turns`)."""
+    created_at: str | None = None
+    updated_at: str | None = None
+    system_prompt: str | None = None
+    metadata: dict[str, Any] = {}
+    messages: list[dict[str, Any]] = []
+    """The head's branch as messages: `{"role": "user" | "assistant", "content", "timestamp"}`."""
+    flow: dict[str, Any] | None = None
+    """Its latest guided flow (`flow`, `state`, `step`, `prompt`, `data`, `reminded`, ...), None if none ran."""
 
 
 class Placed(BaseModel):
@@ -126,6 +169,12 @@ class History(BaseModel):
     verbatim_turns: int = 0
     topics: list[dict[str, Any]] = []
     recent: list[dict[str, Any]]
+    key_facts: list[str] = []
+    """The article's name for `facts`."""
+    recent_turn_count: int = 0
+    """The article's name for `verbatim_turns`: turns shown whole."""
+    original_turn_count: int = 0
+    """The article's name for `turns`: every turn of the branch, summarised or not."""
 
 
 class Stopping(BaseModel):
@@ -152,6 +201,8 @@ class Closed(BaseModel):
     """No worker ran, so the open run was terminated rather than closed by the workflow."""
     answered: int = 0
     """Queued sends answered `conversation-closed`."""
+    status: str = "deleted"
+    """The article's answer; the records are kept all the same (`records_kept`)."""
 
 
 class Status(BaseModel):

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Security
 from fastapi.security import HTTPBearer
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from threadline.reading import Turn
 
@@ -25,6 +25,17 @@ class MergeRequest(RequestBody):
     """Merge branches: `with` (a program registered on the worker) combines the `turns`, done children
     of `continue_from` (default: the conversation's head)."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "turns": ["0199a1b2-0000-7000-8000-000000000002", "0199a1b2-0000-7000-8000-000000000003"],
+                    "with": "pick_best",
+                }
+            ]
+        },
+    )
+
     turns: list[str]
     merging: str = Field(alias="with")
     """The merging program (the JSON key is `with`)."""
@@ -39,6 +50,10 @@ class MergeRequest(RequestBody):
 
 class RatingRequest(RequestBody):
     """A person's judgement of a turn's answer, as functai rates a call."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"verdict": "wrong", "answer": "5/6", "note": "added the bottoms"}]}
+    )
 
     verdict: Literal["right", "wrong"] | None
     """`right`, `wrong`, or null to withdraw `by`'s rating."""

@@ -30,6 +30,7 @@ from core.temporal import from_failure
 logger = structlog.get_logger("threadline.service")
 
 STATUS: dict[str, int] = {
+    ErrorCode.FLOW_UNKNOWN: 400,  # the article's service answers 400 for an unknown flow
     ErrorCode.UNAUTHORIZED: 401,
     ErrorCode.FORBIDDEN: 403,
     ErrorCode.CONVERSATION_NOT_FOUND: 404,
@@ -47,7 +48,6 @@ STATUS: dict[str, int] = {
     ErrorCode.PROGRAM_INVALID: 422,
     ErrorCode.STORE_UNKNOWN: 422,
     ErrorCode.TOOL_INPUT_INVALID: 422,
-    ErrorCode.FLOW_UNKNOWN: 422,
     ErrorCode.RATING_INVALID: 422,
     ErrorCode.METRIC_UNKNOWN: 422,
     ErrorCode.PROVIDER_UNAVAILABLE: 503,

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Security
 from fastapi.security import HTTPBearer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from store.reader import AsyncStore
 
@@ -41,6 +41,26 @@ Store = Annotated[str, Query(description="the store's name")]
 
 class AppendRequest(m.RequestBody):
     """Records to append all or nothing; with `expect`, only if the conversation holds exactly that many."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "records": [
+                        {
+                            "functai_conversation": 1,
+                            "kind": "entry",
+                            "at": "2026-11-30T10:00:00.000000Z",
+                            "plugin": "notes",
+                            "entry": "seen",
+                            "data": {"by": "ops"},
+                        }
+                    ],
+                    "expect": 4,
+                }
+            ]
+        }
+    )
 
     records: list[dict[str, Any]]
     expect: int | None = Field(default=None, ge=0)
@@ -76,9 +96,10 @@ def _store(request: Request, store: str) -> AsyncStore:
     return _tl(request).logs.stores.get(store)
 
 
-@router.get("", response_model=Conversations)
-async def list_conversations(request: Request, store: Store = "default") -> Conversations:
-    """The ids of the store's conversations that hold records."""
+@router.get("/records", response_model=Conversations)
+async def list_record_logs(request: Request, store: Store = "default") -> Conversations:
+    """The ids of the store's conversations that hold records (the store's own list, where
+    `GET /v1/conversations` lists conversations from Temporal)."""
     return Conversations(conversations=await _store(request, store).conversations())
 
 

@@ -14,6 +14,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Query, Request, Response, Security
 from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPBearer
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.plan import rule_of
 from core.errors import ErrorCode, ThreadlineError
@@ -23,6 +25,7 @@ from store.log import Log
 from store.reader import now
 from threadline.client import Conversation, Threadline, TurnHandle
 from threadline.reading import MAX_PAGE, Turn, history, state_of, to_turn
+from threadline.transcript import DEFAULT_PROGRAM, article_view
 
 from . import bodies as m
 from .middleware import APIKey
@@ -62,6 +65,25 @@ async def _chat(request: Request, conversation_id: str, store: Annotated[str, Qu
 Chat = Annotated[Conversation, Depends(_chat)]
 
 
+async def _known(chat: Chat) -> Conversation:
+    """The conversation, when it exists: it has records, or an open workflow (404 `conversation-not-found`)."""
+    if (await _log(chat)).n:
+        return chat
+    try:
+        open_now = (await chat.handle.describe()).status == WorkflowExecutionStatus.RUNNING
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
+        open_now = False
+    if not open_now:
+        raise ThreadlineError(ErrorCode.CONVERSATION_NOT_FOUND, f"conversation {chat.id} has no records or workflow")
+    return chat
+
+
+Known = Annotated[Conversation, Depends(_known)]
+"""A conversation that exists (every read, and every route but the first send, which starts one)."""
+
+
 async def _log(chat: Conversation) -> Log:
     """The conversation's record log, brought up to date (only what was appended since is parsed)."""
     return await chat.tl.log(chat.config.store, chat.id).read()
@@ -69,15 +91,29 @@ async def _log(chat: Conversation) -> Log:
 
 @router.post("", status_code=201)
 async def create_conversation(request: Request, body: m.CreateConversationRequest) -> m.ConversationHandle:
-    """Validate a conversation and return its handle: nothing is started or recorded until its first turn."""
+    """Create a conversation. With `program` alone, validate it and return its handle (nothing is started
+    or recorded until its first turn); with the article's body (`system_prompt`, `metadata`, or no
+    `program`: the general `chat`), also record its setup, which every turn is shown."""
     _allow(request, body.store)
     context = body.context.to_rule() if body.context else None
     chat = _tl(request).conversation(
-        body.program, body.id, store=body.store, sends=body.sends, context=context, lm=body.lm
+        body.program or DEFAULT_PROGRAM, body.id, store=body.store, sends=body.sends, context=context, lm=body.lm
     )
+    created = None
+    if body.program is None or body.system_prompt is not None or body.metadata is not None:
+        created = await chat.setup(body.system_prompt, metadata=body.metadata)
     c = chat.config
-    ids = {"conversation": c.conversation, "workflow_id": workflow_id(c.store, c.conversation)}
-    return m.ConversationHandle(**ids, store=c.store, program=c.program, sends=c.sends, context=c.context, lm=c.lm)
+    ids = {"conversation": c.conversation, "conversation_id": c.conversation, "created_at": created}
+    return m.ConversationHandle(
+        **ids,
+        workflow_id=workflow_id(c.store, c.conversation),
+        store=c.store,
+        program=c.program,
+        sends=c.sends,
+        context=c.context,
+        lm=c.lm,
+        started=created is not None,
+    )
 
 
 @router.post("/{conversation_id}/turns", status_code=202, responses={200: {"model": TurnOutcome}})
@@ -104,15 +140,17 @@ async def _send(chat: Conversation, body: m.TurnRequest) -> TurnHandle:
 
 
 @router.get("/{conversation_id}")
-async def get_conversation(chat: Chat) -> m.ConversationState:
-    """What the record log says: the head, how many turns, and whether one is running (`empty` before any)."""
-    state = state_of(await _log(chat), now())
-    return m.ConversationState(conversation=chat.id, store=chat.config.store, **state)
+async def get_conversation(chat: Known) -> m.ConversationState:
+    """What the record log says: the head, how many turns, whether one is running (`empty` before any),
+    and the article's keys: `turn_count`, `created_at`, `updated_at`, `messages`, the setup, the flow."""
+    found = await _log(chat)
+    state = state_of(found, now())
+    return m.ConversationState(conversation=chat.id, store=chat.config.store, **state, **article_view(found, chat.id))
 
 
 @router.get("/{conversation_id}/turns")
 async def list_turns(
-    chat: Chat,
+    chat: Known,
     all: bool = False,
     limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None,
     after: str | None = None,
@@ -124,13 +162,15 @@ async def list_turns(
 
 
 @router.get("/{conversation_id}/turns/{turn}")
-async def get_turn(chat: Chat, turn: str) -> Turn:
+async def get_turn(chat: Known, turn: str) -> Turn:
     """One turn (404 `turn-unknown` when the log has none)."""
     return await chat.turn(turn)
 
 
 @router.get("/{conversation_id}/turns/{turn}/events", response_class=StreamingResponse)
-async def watch_turn(chat: Chat, turn: str, last_event_id: Annotated[str | None, Header()] = None) -> StreamingResponse:
+async def watch_turn(
+    chat: Known, turn: str, last_event_id: Annotated[str | None, Header()] = None
+) -> StreamingResponse:
     """Server-sent events: `text` pieces (`id` is the offset to resume from with Last-Event-ID), `restart`
     when the text so far is void, then `end` with the finished turn."""
     await get_turn(chat, turn)
@@ -150,31 +190,31 @@ async def _events(chat: Conversation, turn: str, offset: int) -> AsyncIterator[s
 
 
 @router.post("/{conversation_id}/turns/{turn}/stop", status_code=202)
-async def stop_turn(chat: Chat, turn: str) -> m.Stopping:
+async def stop_turn(chat: Known, turn: str) -> m.Stopping:
     """Stop one turn: running, it ends `stopped`; waiting or interrupted, it is abandoned."""
     await chat.stop(turn)
     return m.Stopping(turn=turn)
 
 
 @router.post("/{conversation_id}/stop", status_code=202)
-async def stop_all(chat: Chat) -> m.Stopping:
+async def stop_all(chat: Known) -> m.Stopping:
     """Stop every running and queued turn (queued sends are dropped and record nothing)."""
     await chat.stop()
     return m.Stopping(turn=None)
 
 
 @router.post("/{conversation_id}/head")
-async def move_head(chat: Chat, body: m.HeadRequest) -> m.Head:
+async def move_head(chat: Known, body: m.HeadRequest) -> m.Head:
     """Move the head to a turn: every new send without `continue_from` continues there."""
     await chat.head(body.turn)
     return m.Head(head=body.turn)
 
 
 @router.get("/{conversation_id}/history")
-async def get_history(chat: Chat, recent: Annotated[int, Query(ge=0, le=100)] = 10) -> m.History:
+async def get_history(chat: Known, recent: Annotated[int, Query(ge=0, le=100)] = 10) -> m.History:
     """The head's branch as the model sees it: the summary and key facts of older turns, how many
     turns are shown verbatim, the branch's and every branch's turn counts, the topics, and its
-    `recent` last turns."""
+    `recent` last turns; beside them, the article's `key_facts`, `recent_turn_count` and `original_turn_count`."""
     found, moment = await _log(chat), now()
     branch = found.branch(found.head)
     shown = [to_turn(found, t, moment).as_dict() for t in branch[-recent:]] if recent else []
@@ -190,13 +230,17 @@ async def get_history(chat: Chat, recent: Annotated[int, Query(ge=0, le=100)] = 
         verbatim_turns=view["verbatim_turns"],
         topics=view["topics"],
         recent=shown,
+        key_facts=view["facts"],
+        recent_turn_count=view["verbatim_turns"],
+        original_turn_count=len(branch),
     )
 
 
 @router.delete("/{conversation_id}")
 async def close_conversation(chat: Chat) -> m.Closed:
     """Close the conversation's workflow: queued sends are answered `conversation-closed` and running
-    turns stop (terminated only when no worker runs); its records stay, and a new turn reopens it."""
+    turns stop (terminated only when no worker runs). Answers the article's `{"status": "deleted"}`: its
+    records are kept all the same (`records_kept`), and a new turn reopens it."""
     closing = await chat.close()
     return m.Closed(conversation=chat.id, was_open=closing.was_open, forced=closing.forced, answered=closing.answered)
 
@@ -208,8 +252,8 @@ probes = APIRouter(tags=["probes"])
 
 @probes.get("/health")
 async def health() -> m.Status:
-    """The process answers (nothing else is checked)."""
-    return m.Status(status="ok")
+    """The process answers (nothing else is checked): `{"status": "healthy"}`, as the article's service says."""
+    return m.Status(status="healthy")
 
 
 @probes.get("/ready", responses={503: {"model": m.ErrorBody}})
