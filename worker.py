@@ -20,7 +20,9 @@ from temporalio.worker import Worker
 from activities.language_model import OfflineModel, Provider, Providers
 from activities.llm import LLMActivities
 from activities.providers import build_providers, new_http_client
+from activities.toolcalls import ToolActivities
 from activities.transcript import TranscriptActivities
+from activities.waiting import WaitingActivities
 from core import logs
 from core.settings import Settings
 from core.temporal import connect_temporal
@@ -62,6 +64,7 @@ def build_worker(
     logs = LogCache(Stores(openers))
     programs = load_programs(settings.programs)
     transcript = TranscriptActivities(logs, programs)
+    tools, waiting = ToolActivities(logs, programs), WaitingActivities(logs)
     llm = LLMActivities(
         logs,
         programs,
@@ -84,6 +87,12 @@ def build_worker(
             llm.summarise_branch,
             llm.run_turn,
             llm.render_turn,
+            tools.run_tool,
+            tools.fail_tool,
+            waiting.answer_turn,
+            waiting.resume_turn,
+            waiting.abandon_turn,
+            waiting.check_waiting,
         ],
         max_concurrent_activities=200,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,

@@ -43,6 +43,11 @@ class ErrorCode(StrEnum):
     FLOW_UNKNOWN = "flow-unknown"
     FLOW_INVALID = "flow-invalid"
     RATING_INVALID = "rating-invalid"
+    APPROVAL_UNKNOWN = "approval-unknown"
+    TURN_UNFINISHED = "turn-unfinished"
+    TURN_WAITING = "turn-waiting"
+    CANCELLED = "cancelled"
+    STEP_LIMIT = "step-limit"
     INTERNAL = "internal"
 
     @classmethod

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         TurnOutcome,
         TurnSend,
     )
+    from core.toolmodels import ActResult, TurnAction
 
     from ._details import current_details
     from ._turns import Turns
@@ -81,6 +82,11 @@ class ConversationWorkflow:
     async def head(self, turn: str) -> None:
         """Move the conversation's head to `turn` (a `head` record)."""
         await self.turns.move_head(turn)
+
+    @workflow.update(name="act")
+    async def act(self, action: TurnAction) -> ActResult:
+        """Answer, resume or abandon a turn that waits for a person or was interrupted."""
+        return await self.turns.acting.act(action)
 
     @workflow.update(name="render")
     async def render(self, send: TurnSend) -> RenderResult:
