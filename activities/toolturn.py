@@ -92,9 +92,11 @@ class ToolTurnRun(TurnRun):
     @property
     def approve(self) -> Approve:
         """The `approve` rule of this turn: its own (recorded), the conversation's, else the program's."""
-        recorded = (self.conversation.log.turns[self.turn].record.get("settings") or {}).get("approve")
-        chosen = recorded or self.input.send.approve or self.input.config.approve
-        return check_approve(chosen) if chosen else self.program.approve
+        settings = self.conversation.log.turns[self.turn].record.get("settings") or {}
+        for chosen in (settings.get("approve"), self.input.send.approve, self.input.config.approve):
+            if chosen is not None:
+                return check_approve(chosen)
+        return self.program.approve
 
     async def _ask(self, provider: Provider, request: ModelRequest, model: str) -> Reply:
         book = ToolBook(await self.conversation.turn(self.turn))

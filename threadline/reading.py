@@ -14,6 +14,7 @@ from store.log import ENDED_STATES, Log
 from store.log import Turn as LoggedTurn
 from store.rules import Rule, expand
 from store.summary import latest as latest_summary
+from store.toolturn import reply_calls
 from store.topics import topics
 
 MAX_PAGE = 1000
@@ -37,6 +38,14 @@ class Turn:
     error: dict[str, Any] | None = None
     request_id: str | None = None
     attempt: int = 1
+    approvals: list[dict[str, Any]] = field(default_factory=list)
+    """While it waits: the tool calls a person is asked about (`name`, `input`, `effects`, `site`,
+    `invocation`, `question`), answered with `approve` or `deny`."""
+    unfinished: list[dict[str, Any]] = field(default_factory=list)
+    """Tools that started and have no result: they may have run (settle them when resuming)."""
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    """Its tool calls and their results, in order: `{"role": "assistant", "calls": [...]}` and
+    `{"role": "tool", "id", "name", "output"}`."""
 
     def as_dict(self) -> dict[str, Any]:
         """The turn as JSON-able data (the CLI's `--json`)."""
@@ -68,7 +77,30 @@ def to_turn(log: Log, turn: LoggedTurn, now: float) -> Turn:
         error=ended.get("error") if not done and ended else None,
         request_id=turn.record.get("request_id"),
         attempt=turn.attempt,
+        approvals=[dict(a) for a in turn.unanswered()],
+        unfinished=[_unfinished(t) for t in turn.unfinished()],
+        steps=steps_of(turn),
     )
+
+
+def _unfinished(tool: dict[str, Any]) -> dict[str, Any]:
+    keys = ("invocation", "id", "name", "input", "site")
+    return {**{k: tool.get(k) for k in keys}, "started": tool.get("at")}
+
+
+def steps_of(turn: LoggedTurn) -> list[dict[str, Any]]:
+    """A turn's tool calls and results in the order they were recorded (either engine's records)."""
+    steps: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for record in sorted([*turn.replies, *turn.tools], key=lambda r: int(r.get("seq") or 0)):
+        if record.get("kind") == "reply":
+            calls = [c.as_json() for c in reply_calls(record.get("response"))]
+            if calls and str(record.get("key")) not in seen:
+                steps.append({"role": "assistant", "calls": calls})
+            seen.add(str(record.get("key")))
+        elif record.get("state") in ("done", "given"):
+            steps.append({"role": "tool", **{k: record.get(k) for k in ("id", "name", "invocation", "output")}})
+    return steps
 
 
 def find_turn(log: Log, turn: str, conversation: str) -> LoggedTurn:

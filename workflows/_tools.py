@@ -19,6 +19,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.toolcalls import ToolActivities
     from activities.waiting import WaitingActivities
+    from core.errors import ErrorCode, ThreadlineError
     from core.models import (
         Begun,
         Interrupted,
@@ -30,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
         TurnRef,
         TurnSend,
     )
-    from core.temporal import from_failure
+    from core.temporal import from_failure, to_failure
     from core.toolmodels import ActResult, ToolInput, TurnAction, WaitCheck
 
     from . import _calls
@@ -95,6 +96,8 @@ class Acting:
         turn, config = ref.turn, self.turns.state.config
         self.held[turn] = send.request_id
         self._note(send, ref, paused)
+        if self.turns.blocked_on == turn:  # a send queued behind it is refused now (format-1.md 4.4)
+            self.turns.blocked_on = None
         deadline = workflow.now() + timedelta(seconds=config.approval_timeout_s) if config.approval_timeout_s else None
         pause = timedelta(seconds=config.waiting_check_s)
         try:
@@ -156,8 +159,11 @@ class Acting:
         if action.kind in ("approve", "deny"):
             result = await _calls.quick(WaitingActivities.answer_turn, action, summary=f"{action.kind} turn")
             self.wake(turn)
-            if result.pending or not action.resume or turn in self.held:
-                return result.model_copy(update={"request_id": self.held.get(turn, result.request_id)})
+            if result.pending or not action.resume:
+                return result
+            if turn in self.held:  # it goes on by itself: callers wait for its end again
+                self.turns.unnote(self.held[turn])
+                return result.model_copy(update={"request_id": self.held[turn]})
             return await self._adopt(action)
         if action.kind == "abandon":
             result = await _calls.quick(WaitingActivities.abandon_turn, action, summary="abandon turn")
@@ -167,6 +173,7 @@ class Acting:
             result = await _calls.quick(WaitingActivities.resume_turn, action, summary="resume turn")
             self.claimed[turn] = result.attempt
             self.wake(turn)
+            self.turns.unnote(self.held[turn])
             return result.model_copy(update={"request_id": self.held[turn]})
         return await self._adopt(action)
 
@@ -180,9 +187,10 @@ class Acting:
         """Resume a turn nothing here runs (functai left it, or an earlier run of this workflow): claim it,
         then run it to its end like a turn of this run, its outcome kept under the action's request id."""
         if action.turn in self.turns.tasks:
-            raise ApplicationError(f"turn {action.turn} is running here", type="turn-state", non_retryable=True)
+            raise to_failure(ThreadlineError(ErrorCode.TURN_STATE, f"turn {action.turn} is running here"))
         result = await _calls.quick(WaitingActivities.resume_turn, action, summary="resume turn")
         request_id = action.request_id or result.request_id or action.turn
+        self.turns.unnote(request_id)
         send = TurnSend(request_id=request_id, inputs={}, program=action.program)
         self.turns.begun[request_id] = Begun(
             request_id=request_id, turn=action.turn, parent=result.parent, existing=True

@@ -30,6 +30,7 @@ from threadline.client import Threadline, connect
 
 from .middleware import STATUS, APIKey, Auth, BodyLimit, RequestLog, on_error, on_http_error
 from .routes import probes, router
+from .turn_routes import acting
 
 logger = structlog.get_logger(__name__)
 
@@ -121,6 +122,7 @@ def create_app(
     )
     app.state.tl, app.state.config = tl, ServiceSettings(parsed, max_body_bytes, tuple(cors_origins))
     app.include_router(router)
+    app.include_router(acting)
     app.include_router(probes)
     for kind in (ThreadlineError, RequestValidationError, RPCError, WorkflowUpdateFailedError):
         app.add_exception_handler(kind, on_error)

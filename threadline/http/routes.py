@@ -126,7 +126,8 @@ async def list_turns(
 ) -> list[Turn]:
     """The turns from the first to the head (`all`: every turn of every branch, in the order they were
     sent); `limit` with `after` or `before` (a turn id of the list) pages through a long one."""
-    return await chat.turns(all, limit=limit, after=after, before=before)
+    found: list[Turn] = list(await chat.turns(all, limit=limit, after=after, before=before))
+    return found
 
 
 @router.get("/{conversation_id}/turns/{turn}")
