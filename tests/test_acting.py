@@ -15,7 +15,6 @@ from temporalio.client import Client
 from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings
 from store.folder import FolderStore
-from store.log import Log
 from tests import acting_programs
 from threadline.acting import Waiting
 from threadline.client import Threadline, connect

@@ -37,7 +37,7 @@ class Waiting(ThreadlineError):  # noqa: N818 functai's name for it
     `turn` is the turn (answer with `await err.turn.approve()` or `deny()`), `approvals` what it asks.
     """
 
-    def __init__(self, turn: Turn) -> None:
+    def __init__(self, turn: LiveTurn) -> None:
         names = ", ".join(str(a.get("name")) for a in turn.approvals) or "a tool call"
         message = f"turn {turn.id} waits for a person's answer about {names}: approve or deny it"
         super().__init__(ErrorCode.TURN_WAITING, message, turn=turn.id)
@@ -87,7 +87,7 @@ class LiveTurn(Turn):
         site: str | None = None,
         by: str | None = None,
         wait: bool = True,
-    ) -> Turn:
+    ) -> LiveTurn:
         """Say no: the model is told the person did not allow the call (and `reason`). See `approve`."""
         return await answer(
             self._chat, self.id, "deny", invocation=invocation, site=site, by=by, reason=reason, wait=wait
@@ -95,7 +95,7 @@ class LiveTurn(Turn):
 
     async def resume(
         self, *, results: Mapping[Any, Any] | None = None, rerun: Sequence[Any] = (), wait: bool = True
-    ) -> Turn:
+    ) -> LiveTurn:
         """Go on with a turn that waits (every approval answered) or was interrupted, functai's too.
 
         A tool that started and has no result may have run: `results={invocation: output}` says what it
@@ -109,13 +109,13 @@ class LiveTurn(Turn):
         result = await act(self._chat, self.id, "resume", results=given, rerun=[str(r) for r in rerun])
         return await _settled(self._chat, result, wait)
 
-    async def abandon(self) -> Turn:
+    async def abandon(self) -> LiveTurn:
         """End a turn that waits or was interrupted, without going on (`abandoned`)."""
         await act(self._chat, self.id, "abandon")
         return await self._chat.turn(self.id)
 
 
-async def answer(chat: Conversation, turn: str, kind: ActKind, *, wait: bool = True, **given: Any) -> Turn:
+async def answer(chat: Conversation, turn: str, kind: ActKind, *, wait: bool = True, **given: Any) -> LiveTurn:
     """Record a person's answer to turn `turn`'s approvals; see `LiveTurn.approve`."""
     result = await act(chat, turn, kind, **given)
     return await _settled(chat, result, wait)
@@ -144,7 +144,7 @@ async def act(chat: Conversation, turn: str, kind: ActKind, **given: Any) -> Act
     return result
 
 
-async def _settled(chat: Conversation, result: ActResult, wait: bool) -> Turn:
+async def _settled(chat: Conversation, result: ActResult, wait: bool) -> LiveTurn:
     """The turn after acting on it: once it ended or waits again (`wait`, when it goes on), else now."""
     goes_on = not result.pending and result.state not in ("done", "failed", "stopped", "abandoned")
     if wait and goes_on and result.request_id:

@@ -190,15 +190,16 @@ class TurnHandle:
     request_id: str
     conversation: Conversation
 
-    async def result(self) -> Turn:
-        """Wait for the turn to end; return it as the log holds it.
+    async def result(self) -> LiveTurn:
+        """Wait for the turn to end (or to wait for a person); return it as the log holds it.
 
         Raises:
             ThreadlineError: the coded error when the send was refused.
         """
         outcome = await self.conversation.outcome(self.request_id)
         if outcome.turn is None:
-            return Turn(id="", parent=None, state=outcome.state, inputs={}, request_id=self.request_id)
+            bare = Turn(id="", parent=None, state=outcome.state, inputs={}, request_id=self.request_id)
+            return LiveTurn.of(bare, self.conversation)
         return await self.conversation.turn(outcome.turn)
 
 
@@ -246,7 +247,7 @@ class Conversation:
 
     async def predict(
         self, *args: Any, request_id: str | None = None, lm: str | None = None, approve: Any = None, **inputs: Any
-    ) -> Turn:
+    ) -> LiveTurn:
         """Send a turn and return it once it ended.
 
         Raises:
