@@ -8,6 +8,7 @@ conversations from the shell.
     threadline show alex                       # every turn as a branch tree, the head marked *
     threadline history alex                    # the summary, key facts and counts the model is given
     threadline render alex "And 1/4?"          # the request the next turn would send; nothing sent
+    threadline approve shop-1 TURN [--deny]    # answer what a waiting turn asks; it goes on by itself
     threadline serve --port 8000               # the HTTP service
 
 Every command takes `--json` for JSON on stdout, one object per line. Errors print
@@ -30,7 +31,7 @@ from core import logs
 from core.errors import ThreadlineError
 from core.temporal import from_failure
 
-from . import chat, conversation_commands, serving
+from . import acting_commands, chat, conversation_commands, serving
 from .common import Command
 from .output import Output
 
@@ -74,4 +75,5 @@ def build_parser() -> argparse.ArgumentParser:
     serving.add_commands(commands, common)
     chat.add_command(commands, common)
     conversation_commands.add_commands(commands, common)
+    acting_commands.add_commands(commands, common)
     return parser

@@ -19,10 +19,11 @@ from temporalio.service import RPCError
 from core.errors import ErrorCode, ThreadlineError, is_code
 from core.settings import Settings
 from core.temporal import from_failure
+from threadline.acting import LiveTurn
 from threadline.client import Conversation
 from threadline.reading import Turn
 
-from . import output
+from . import asking, output
 from .common import (
     InputLines,
     Progress,
@@ -45,6 +46,7 @@ HELP = """\
 /history       the summary, key facts and turn counts the model is given
 /help          this list
 /quit          end the chat (so does Ctrl-D)
+When a turn waits for a person, the chat asks: answer y (yes), or n and a reason (no).
 A TURN may be a full id or a short one as /show prints it. A line starting `//` sends the
 rest with one `/`. Ctrl-C stops the turn being answered; at the prompt it ends the chat."""
 
@@ -95,6 +97,8 @@ class ChatSession:
         self.lm = lm
         self.running: str | None = None
         """The turn being answered, which Ctrl-C stops."""
+        self.asking: LiveTurn | None = None
+        """A turn waiting for the person at the keyboard: the next line answers it."""
         self._stopping: tuple[str, asyncio.Task[None]] | None = None
         """The turn Ctrl-C asked to stop, and the task asking (held: the loop keeps only weak references)."""
         self._commands: dict[str, Callable[[str], Awaitable[None]]] = {
@@ -115,7 +119,9 @@ class ChatSession:
         if name in {"/quit", "/exit"}:
             return False
         try:
-            if name.startswith("/") and not name.startswith("//"):
+            if self.asking is not None and text and not name.startswith("/"):
+                await self._answer(self.asking, text)
+            elif name.startswith("/") and not name.startswith("//"):
                 await self._command(name, arg.strip())
             elif text:
                 await self.send(text[1:] if name.startswith("//") else text)
@@ -128,17 +134,38 @@ class ChatSession:
     async def send(self, message: str) -> None:
         """Send `message` as a turn, print its text as it arrives, then how it ended."""
         inputs = message_inputs(message, self.chat.config.program, self.settings)
+        placed = await self.chat.send(lm=self.lm, **inputs)
+        if self.out.json:
+            self.out.emit({"event": "placed", "turn": placed.id, "parent": placed.parent}, "")
+        await self._follow(placed.id, placed.result)
+
+    async def _follow(self, turn_id: str | None, ended: Callable[[], Awaitable[LiveTurn]]) -> None:
+        """Print the turn's text as it arrives, then how it ended; ask when it waits for a person."""
         async with Progress.on_stderr() as progress:
-            placed = await self.chat.send(lm=self.lm, **inputs)
-            if self.out.json:
-                self.out.emit({"event": "placed", "turn": placed.id, "parent": placed.parent}, "")
-            progress.turn = self.running = placed.id
+            progress.turn = self.running = turn_id
             try:
-                streamed = await self._stream(placed.id, progress) if placed.id else ""
-                turn = await placed.result()
+                streamed = await self._stream(turn_id, progress) if turn_id else ""
+                turn = await ended()
             finally:
                 self.running = None
+        self.asking = turn if turn.state == "waiting" else None
+        if self.asking is not None:
+            self.out.emit({"event": "waiting", **turn.as_dict()}, asking.question(turn))
+            return
         self._ended(turn, streamed)
+
+    async def _answer(self, turn: LiveTurn, line: str) -> None:
+        """The person answered the waiting turn: yes or no (with a reason); then follow it again."""
+        yes, reason = asking.answer_of(line)
+        answered = await (turn.approve(wait=False) if yes else turn.deny(reason=reason, wait=False))
+        self.asking = None
+
+        async def ended() -> LiveTurn:
+            if answered.request_id:
+                await self.chat.outcome(answered.request_id)
+            return await self.chat.turn(turn.id)
+
+        await self._follow(turn.id, ended)
 
     async def _stream(self, turn: str, progress: Progress) -> str:
         """Print the turn's text as it arrives; return the last text printed (empty: none)."""

@@ -38,7 +38,9 @@ def _add_send(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     send.add_argument("message", metavar="MESSAGE", help="the input, or a JSON object of inputs")
     send.add_argument("--request-id", metavar="R", help="an idempotency key: the same R is one turn")
     send.add_argument("--from", dest="from_turn", metavar="TURN", help="continue after exactly TURN (a branch)")
-    send.add_argument("--sends", choices=("queue", "refuse", "branch"), default="queue", help="while a turn runs")
+    send.add_argument(
+        "--sends", choices=("queue", "refuse", "branch", "interrupt"), default="queue", help="while a turn runs"
+    )
     send.add_argument("--lm", metavar="MODEL", help="the model for this turn (default THREADLINE_MODEL)")
     send.add_argument("--no-wait", action="store_true", help="print the turn id once placed; do not wait")
     send.set_defaults(run=run_send)
