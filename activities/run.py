@@ -26,6 +26,7 @@ from store.reader import ConversationLog, now
 from store.records import LEASE_RENEW_SECONDS, STOP_POLL_SECONDS, Record, lease_record, stopped_record
 from store.rules import Rule, Shown
 from store.streams import StreamLog, StreamWriter
+from store.topics import topic_usage
 from store.turns import Answer, claim_records, done_record, failed_record
 
 from .language_model import Message, ModelReply, ModelRequest, Provider
@@ -211,8 +212,9 @@ class TurnRun:
         return result
 
     def _done(self, turn: Turn, reply: ModelReply, seconds: float) -> Record:
-        """The `ended` record of the turn that `reply` answered."""
-        answer = Answer(reply.outputs, model=reply.model, usage=reply.usage, seconds=seconds)
+        """The `ended` record of the turn that `reply` answered; its usage counts the topic call too."""
+        usage = add_usage(reply.usage, topic_usage(self.conversation.log, turn.record.get("request_id")))
+        answer = Answer(reply.outputs, model=reply.model, usage=usage, seconds=seconds)
         return done_record(self.conversation.log, self.program, turn.id, answer, attempt=self.owned, saw=self.saw)
 
     async def _interrupted(self, why: Interruption) -> RunResult:

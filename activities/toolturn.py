@@ -41,6 +41,7 @@ from store.toolturn import (
     verdict_of,
     waiting_record,
 )
+from store.topics import topic_usage
 
 from .language_model import Message, ModelReply, ModelRequest, Provider
 from .run import Reply, TurnRun, _result, add_usage
@@ -260,7 +261,7 @@ class ToolTurnRun(TurnRun):
             state="done",
             saw=self.saw,
             seconds=_since_turn(turn) if self.owned == 1 else seconds,
-            usage=reply.usage,
+            usage=add_usage(reply.usage, topic_usage(self.conversation.log, turn.record.get("request_id"))),
             outputs=outputs,
             value=reply.outputs.get(self.program.answer),
             lmcc=lmcc,
