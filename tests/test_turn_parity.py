@@ -95,12 +95,13 @@ async def test_a_stream_knows_its_turn_at_once_and_raises_cancelled_when_stopped
 
     stream = await chat.stream("Tell me a long story.")
     turn = stream.turn
-    pieces = []
+
+    async def read_then_stop() -> None:
+        async for _ in stream:
+            await chat.stop(turn)
+
     with pytest.raises(Cancelled) as cancelled:
-        async for piece in stream:
-            pieces.append(piece)
-            if len(pieces) == 1:
-                await chat.stop(turn)
+        await read_then_stop()
 
     assert (ErrorCode.CANCELLED, turn) == (cancelled.value.code, cancelled.value.turn)
     assert "stopped" == (await chat.turn(turn)).state
