@@ -146,8 +146,8 @@ async def test_a_worker_killed_after_a_changing_tool_ran_runs_it_no_more(
     assert 1 == sum(t.get("state") == "started" for t in log.turns[turn.id].tools)
 
 
-async def until(done: Any, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
+async def until(done: Any, within: float = 30.0) -> None:
+    deadline = time.monotonic() + within
     while not done():
         assert time.monotonic() < deadline, "timed out"
         await asyncio.sleep(0.05)
