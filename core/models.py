@@ -132,9 +132,10 @@ class ConversationConfig(Model):
     """Which tool calls ask a person first (None: the program's own rule)."""
     approval_timeout_s: float | None = None
     """A turn that waits this long for a person is abandoned (None: it waits as long as it takes)."""
-    waiting_check_s: float = 60.0
+    waiting_check_s: float = 300.0
     """While a turn waits, the log is read after this long, then twice as long each time (up to an hour),
-    for answers and resumes another process recorded without telling the workflow (functai's)."""
+    for answers another process recorded without telling the workflow (functai's); answers given through
+    Threadline wake it at once."""
 
 
 class TurnSend(Model):

@@ -3,7 +3,7 @@
 A model step that asks for tools comes back as a `ToolRound`: each call runs as its own activity
 (its own timeout, tries and heartbeat), then the model step runs again. A turn that needs a person
 comes back `Paused`: it then waits on the `act` update (answers, resumes, abandonments), a durable
-timer for its optional expiry, and a slow look at the log (30 s... an hour apart) for what another
+timer for its optional expiry, and a slow look at the log (5 min... an hour apart) for what another
 process (functai) recorded; no worker does anything meanwhile, for as long as it takes.
 Deterministic; every side effect is an activity.
 """
