@@ -218,7 +218,7 @@ class OfflineModel:
         """Answer `request` (or ask for its tools) after `delay` seconds, streaming word by word."""
         last = max((i for i, m in enumerate(request.messages) if m.role == "user"), default=-1)
         asked = request.messages[last].content if last >= 0 else ""
-        earlier = max(last, 0) // 2
+        earlier = sum(m.role == "user" for m in request.messages[: max(last, 0)])  # tool messages are no turns
         results = [m for m in request.messages[last + 1 :] if m.role == "tool"]
         if request.tools and not results:
             return await self._ask_tools(request, asked, earlier)

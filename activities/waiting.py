@@ -134,10 +134,11 @@ def _claim(check: WaitCheck) -> Callable[[Log, Turn], list[Record] | None]:
 
 
 def _result(turn: Turn, *, answered: int = 0, resumed: bool = False) -> ActResult:
+    state = turn.state(now())
     return ActResult(
         turn=turn.id,
-        state=turn.state(now()),
-        pending=turn.unanswered(),
+        state=state,
+        pending=turn.unanswered() if state == "waiting" else [],
         resumed=resumed,
         request_id=turn.record.get("request_id"),
         attempt=turn.attempt,

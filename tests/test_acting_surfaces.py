@@ -146,7 +146,7 @@ async def test_threadline_abandon_and_resume(shop: Threadline, cli: dict[str, st
     turn = await waiting_turn(shop, cid)
 
     resumed = await threadline(cli, "resume", cid, turn)
-    abandoned = await threadline_json(cli, "abandon", cid, turn, status=1)
+    abandoned = await threadline_json(cli, "abandon", cid, turn)
 
     assert (1, True) == (resumed.returncode, "turn-state" in resumed.stderr)
     assert "abandoned" == abandoned["state"]

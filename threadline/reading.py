@@ -64,10 +64,11 @@ def to_turn(log: Log, turn: LoggedTurn, now: float) -> Turn:
     """A client `Turn` from the log's view of it."""
     ended = turn.ended or {}
     done = ended.get("state") == "done"
+    state = turn.state(now)
     return Turn(
         id=turn.id,
         parent=turn.parent,
-        state=turn.state(now),
+        state=state,
         inputs=turn.inputs,
         outputs=turn.outputs if done else {},
         result=ended.get("value", turn.outputs.get("result")) if done else None,
@@ -77,8 +78,8 @@ def to_turn(log: Log, turn: LoggedTurn, now: float) -> Turn:
         error=ended.get("error") if not done and ended else None,
         request_id=turn.record.get("request_id"),
         attempt=turn.attempt,
-        approvals=[dict(a) for a in turn.unanswered()],
-        unfinished=[_unfinished(t) for t in turn.unfinished()],
+        approvals=[dict(a) for a in turn.unanswered()] if state == "waiting" else [],
+        unfinished=[_unfinished(t) for t in turn.unfinished()] if turn.ended is None else [],
         steps=steps_of(turn),
     )
 

@@ -82,7 +82,7 @@ async def run_abandon(args: argparse.Namespace, out: Output) -> int:
     """End the turn `abandoned`."""
     chat = await open_conversation(args, Settings.from_env())
     await act(chat, args.turn, "abandon")
-    return _print(await chat.turn(args.turn), out)
+    return _print(await chat.turn(args.turn), out, ok=("abandoned",))
 
 
 def _results(given: list[str]) -> dict[str, Any]:
@@ -95,10 +95,11 @@ def _results(given: list[str]) -> dict[str, Any]:
     return out
 
 
-def _print(turn: LiveTurn, out: Output) -> int:
+def _print(turn: LiveTurn, out: Output, *, ok: tuple[str, ...] = ("done", "waiting")) -> int:
+    """Print the turn; exit 0 when it is in one of the `ok` states."""
     rows = [("turn", turn.id), ("state", out.state(turn.state)), ("attempt", str(turn.attempt))]
     if turn.state == "done":
         rows.append(("result", output.text_of(turn.result)))
     text = "\n".join(filter(None, [output.fields(rows), output.approvals_text(turn.approvals)]))
     out.emit(turn.as_dict(), text)
-    return 0 if turn.state in ("done", "waiting") else 1
+    return 0 if turn.state in ok else 1

@@ -16,7 +16,8 @@ _SEND_EPILOG = """\
 MESSAGE is the program's input: for `tutor`, its `message`. For a program whose input is not
 a single text, give a JSON object of its inputs by name, e.g.
   threadline send quiz-1 '{"topic": "fractions", "level": 2}' --program quiz
-(programs come from THREADLINE_PROGRAMS). Exit status 1 when the turn did not end `done`."""
+(programs come from THREADLINE_PROGRAMS). Exit status 1 when the turn did not end `done` (or wait
+for a person: then it lists what the turn asks; answer with `threadline approve`)."""
 
 
 def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None:
@@ -123,9 +124,11 @@ async def run_send(args: argparse.Namespace, out: Output) -> int:
         if not out.json and handle.id is not None:
             streamed = await _print_stream(chat, handle.id, out, progress)
         outcome = await chat.outcome(handle.request_id)
-    text = output.outcome_text(outcome, out, answer=not streamed)
+    text = "\n".join(
+        filter(None, [output.outcome_text(outcome, out, answer=not streamed), output.approvals_text(outcome.approvals)])
+    )
     out.emit({"conversation": chat.id, **outcome.model_dump(mode="json")}, text)
-    return 0 if outcome.state == "done" else 1
+    return 0 if outcome.state in ("done", "waiting") else 1
 
 
 async def _print_stream(chat: Conversation, turn: str, out: Output, progress: Progress) -> bool:

@@ -139,7 +139,7 @@ def approvals_text(approvals: Sequence[Mapping[str, Any]]) -> str:
     lines = []
     for a in approvals:
         where = f"{a.get('effects') or 'effects unknown'}; invocation {a.get('invocation')} at {a.get('site')}"
-        asked = f"? {a.get('name')} {trim(dumps(a.get('input')), INPUT_WIDTH)}  ({where})"
+        asked = f"? {a.get('name')} {trim(dumps(a.get('input')), RESULT_WIDTH)}  ({where})"
         lines.append(asked + (f"\n  {a['question']}" if a.get("question") else ""))
     return "\n".join(lines)
 
