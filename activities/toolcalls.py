@@ -55,12 +55,8 @@ class ToolActivities:
         if standing is not None:
             return ToolDone(state=standing)
         call, ref = find_call(turn, input), input.call
-        book = ToolBook(turn)
-        if book.result(ref.site, ref.invocation, call) is not None:
+        if _ran(turn, input, call):
             return ToolDone()  # it ran before: never twice
-        if book.unfinished(ref.site, ref.invocation) and not (activity.info().attempt > 1 and ref.attempts > 1):
-            message = f"turn {turn.id}: {call.name} (invocation {ref.invocation}) started and may have run"
-            raise ThreadlineError(ErrorCode.TURN_UNFINISHED, message + "; resume it with its result or rerun it")
         tool = find_program(self.programs, input.program).tool(call.name)
         if tool is None:
             return await _finish(conversation, input, call, unknown_tool_text(call.name))
@@ -111,6 +107,22 @@ def find_call(turn: Turn, input: ToolInput) -> ToolCall:
     raise ThreadlineError(
         ErrorCode.INTERNAL, f"turn {turn.id} holds no call {input.call.index} of reply {input.call.key}"
     )
+
+
+def _ran(turn: Turn, input: ToolInput, call: ToolCall) -> bool:
+    """Whether the call's result is recorded (True: it runs no more).
+
+    Raises:
+        ThreadlineError: `turn-unfinished` when it started and has no result (it may have run), unless
+            this is a retry of a tool declared to be tried more than once.
+    """
+    ref, book = input.call, ToolBook(turn)
+    if book.result(ref.site, ref.invocation, call) is not None:
+        return True
+    if book.unfinished(ref.site, ref.invocation) and not (activity.info().attempt > 1 and ref.attempts > 1):
+        message = f"turn {turn.id}: {call.name} (invocation {ref.invocation}) started and may have run"
+        raise ThreadlineError(ErrorCode.TURN_UNFINISHED, message + "; resume it with its result or rerun it")
+    return False
 
 
 def _standing(turn: Turn, attempt: int) -> str | None:

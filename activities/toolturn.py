@@ -12,10 +12,7 @@ functai 1.2.0 does, so approvals answered in either engine count in both.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
 
 from core.errors import ErrorCode, ThreadlineError
 from core.models import Ended, Paused, RunResult, ToolRef, ToolRound, Yielded
@@ -32,7 +29,6 @@ from store.toolturn import (
     approval_item,
     approval_record,
     denial,
-    reply_calls,
     reply_key,
     reply_record,
     site_of,
@@ -44,6 +40,7 @@ from store.toolturn import (
 from store.topics import topic_usage
 
 from .language_model import Message, ModelReply, ModelRequest, Provider
+from .replies import reply_of, request_document, response_of
 from .run import Reply, TurnRun, _result, add_usage
 
 MAX_STEPS = 8
@@ -272,39 +269,3 @@ class ToolTurnRun(TurnRun):
 def _since_turn(turn: Turn) -> float:
     """Seconds since the turn was sent (its first attempt's duration, every tool round included)."""
     return max(0.0, now() - parse_time(turn.record.get("at")))
-
-
-def request_document(request: ModelRequest) -> dict[str, Any]:
-    """A request as JSON (what its reply is keyed by)."""
-    return dataclasses.asdict(request)
-
-
-def response_of(reply: ModelReply) -> dict[str, Any]:
-    """A reply in lm15's canonical response form (what a `reply` record holds); an answer's outputs
-    ride along under `outputs`, which only Threadline reads."""
-    parts: list[dict[str, Any]] = [{"text": reply.text, "type": "text"}] if reply.text else []
-    parts += [{"id": c.id, "input": c.input, "name": c.name, "type": "tool_call"} for c in reply.calls]
-    out: dict[str, Any] = {
-        "finish_reason": "tool_call" if reply.stop == "tools" else "stop",
-        "id": None,
-        "message": {"parts": parts, "role": "assistant"},
-        "model": reply.model,
-        "usage": dict(reply.usage),
-    }
-    if reply.stop == "answered":
-        out["outputs"] = dict(reply.outputs)
-    return out
-
-
-def reply_of(response: Any) -> ModelReply:
-    """The reply a recorded `response` holds."""
-    given: Mapping[str, Any] = response if isinstance(response, Mapping) else {}
-    calls = tuple(reply_calls(given))
-    parts = (given.get("message") or {}).get("parts") or []
-    text = "".join(str(p.get("text") or "") for p in parts if isinstance(p, Mapping) and p.get("type") == "text")
-    usage = {k: v for k, v in (given.get("usage") or {}).items() if isinstance(v, int)}
-    stop: Literal["answered", "tools"] = "tools" if calls and given.get("finish_reason") == "tool_call" else "answered"
-    outputs = dict(given.get("outputs") or {}) if stop == "answered" else {}
-    return ModelReply(
-        outputs=outputs, model=str(given.get("model") or ""), usage=usage, calls=calls, stop=stop, text=text
-    )

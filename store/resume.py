@@ -105,27 +105,31 @@ def resume_records(
     if found.unanswered():
         message = f"turn {turn} still waits for {len(found.unanswered())} approval(s): answer them first"
         raise ThreadlineError(ErrorCode.TURN_STATE, message, turn=turn)
-    given = {str(k): v for k, v in (results or {}).items()}
-    again = {str(r) for r in rerun}
+    records = _settle(found, {str(k): v for k, v in (results or {}).items()}, {str(r) for r in rerun})
+    return [*records, lease_record(turn, attempt=found.attempt + 1, now=now)]
+
+
+def _settle(turn: Turn, given: Mapping[str, Any], again: set[str]) -> list[Record]:
+    """A `given` or `rerun` record for each tool of `turn` that may have run (`turn-unfinished` for one
+    that neither names), by its invocation or its call id."""
     records: list[Record] = []
-    for tool in found.unfinished():
-        invocation = int(tool.get("invocation") or 0)
+    for tool in turn.unfinished():
+        invocation, site = int(tool.get("invocation") or 0), str(tool.get("site"))
         call = ToolCall(str(tool.get("id") or ""), str(tool.get("name") or ""), {})
         names = {str(invocation), call.id}
         hit = next((given[n] for n in names if n in given), None)
-        site = str(tool.get("site"))
         if hit is not None:
             output = hit if isinstance(hit, str) else str(hit)
-            records.append(tool_record(turn, "given", site=site, invocation=invocation, call=call, output=output))
+            records.append(tool_record(turn.id, "given", site=site, invocation=invocation, call=call, output=output))
         elif names & again:
-            records.append(tool_record(turn, "rerun", site=site, invocation=invocation, call=call))
+            records.append(tool_record(turn.id, "rerun", site=site, invocation=invocation, call=call))
         else:
             message = (
-                f"turn {turn}: {call.name} (invocation {invocation}) started and may have run; resume with "
+                f"turn {turn.id}: {call.name} (invocation {invocation}) started and may have run; resume with "
                 f"results={{{invocation}: <what it returned>}} or rerun=[{invocation}]"
             )
-            raise ThreadlineError(ErrorCode.TURN_UNFINISHED, message, turn=turn, invocation=invocation)
-    return [*records, lease_record(turn, attempt=found.attempt + 1, now=now)]
+            raise ThreadlineError(ErrorCode.TURN_UNFINISHED, message, turn=turn.id, invocation=invocation)
+    return records
 
 
 def abandon_records(log: Log, turn: str, *, now: float) -> list[Record]:

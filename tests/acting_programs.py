@@ -7,6 +7,7 @@ Every tool run is counted: in `RUNS` in this process, and one line in the file t
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import threadline
@@ -52,4 +53,18 @@ def shop(request: str) -> str:
 @threadline.program(tools=[order_status, refund], approve="changes")
 def careful_shop(request: str) -> str:
     """Help the customer with their order; refunds need a person's yes."""
+    raise NotImplementedError  # a model answers
+
+
+@threadline.tool(effects="reads", timeout=0.5, attempts=1)
+def slow_status(order: str) -> str:
+    """Where an order is, from a system that does not answer in time."""
+    _ran("slow_status")
+    time.sleep(3)
+    return "too late"
+
+
+@threadline.program(tools=[slow_status])
+def slow_shop(request: str) -> str:
+    """Help the customer with their order."""
     raise NotImplementedError  # a model answers

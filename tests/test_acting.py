@@ -11,14 +11,17 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from temporalio.client import Client
+from temporalio.worker import Replayer
 
 from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings
+from core.temporal import workflow_id
 from store.folder import FolderStore
 from tests import acting_programs
 from threadline.acting import Waiting
 from threadline.client import Threadline, connect
 from worker import build_worker
+from workflows.conversation import ConversationWorkflow
 
 
 @pytest_asyncio.fixture(name="shop")
@@ -184,3 +187,27 @@ async def _refused(action: Any) -> str:
     except ThreadlineError as err:
         return str(err.code)
     return "accepted"
+
+
+async def test_a_tool_that_fails_to_finish_is_reported_to_the_model(shop: Threadline, cid: str) -> None:
+    """A tool past its own timeout fails its activity, not the turn: its result is recorded as the
+    failure, the model is told, and the turn ends done."""
+    turn = await shop.conversation("slow_shop", id=cid).predict("Where is order 7?")
+
+    assert "done" == turn.state
+    assert "slow_status: error: the tool failed" in turn.result
+    done = [r for r in records(shop, cid) if r["kind"] == "tool"]
+    assert [("done", "slow_status")] == [(r["state"], r["name"]) for r in done]
+
+
+async def test_a_history_with_tool_rounds_waits_and_answers_replays(shop: Threadline, client: Client, cid: str) -> None:
+    """Tool rounds, a wait, an answer, a resumed attempt and a turn that asks nothing replay deterministically."""
+    chat = shop.conversation("careful_shop", id=cid)
+    with pytest.raises(Waiting) as waiting:
+        await chat("Refund order 13")
+    await waiting.value.turn.approve()
+    await chat.predict("Nothing to ask", approve=[])
+
+    history = await client.get_workflow_handle(workflow_id("default", cid)).fetch_history()
+
+    await Replayer(workflows=[ConversationWorkflow], data_converter=client.data_converter).replay_workflow(history)

@@ -108,16 +108,7 @@ class Acting:
                 if turn in self.claimed:
                     return Interrupted(attempt=self.claimed.pop(turn))
                 expired = deadline is not None and workflow.now() >= deadline
-                check = WaitCheck(
-                    store=ref.store,
-                    conversation=ref.conversation,
-                    store_id=ref.store_id,
-                    turn=turn,
-                    request_id=send.request_id,
-                    attempt=paused.attempt,
-                    expired=expired,
-                )
-                result = await _calls.quick(WaitingActivities.check_waiting, check, summary="look at a waiting turn")
+                result = await self._look(ref, send.request_id, paused.attempt, expired)
                 if turn in self.claimed:
                     return Interrupted(attempt=self.claimed.pop(turn))
                 if not isinstance(result, Paused):
@@ -126,6 +117,19 @@ class Acting:
         finally:
             self.held.pop(turn, None)
             self.turns.unnote(send.request_id)
+
+    async def _look(self, ref: TurnRef, request_id: str, attempt: int, expired: bool) -> RunResult:
+        """Read how the waiting turn stands (a local activity: no worker is held between looks)."""
+        check = WaitCheck(
+            store=ref.store,
+            conversation=ref.conversation,
+            store_id=ref.store_id,
+            turn=ref.turn,
+            request_id=request_id,
+            attempt=attempt,
+            expired=expired,
+        )
+        return await _calls.quick(WaitingActivities.check_waiting, check, summary="look at a waiting turn")
 
     async def _woken(self, turn: str, within: timedelta) -> bool:
         """Wait until `turn` is woken (True) or `within` passes (False): a durable timer, no worker."""

@@ -23,22 +23,7 @@ from .output import Output
 
 def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     """Add `approve`, `resume` and `abandon`."""
-    approve = commands.add_parser(
-        "approve",
-        parents=[common],
-        help="answer the approvals a waiting turn asks for",
-        description="Say yes (or, with --deny, no) to what turn TURN waits for: every pending approval, or the "
-        "one at --invocation (and --site). Once nothing is left unanswered the turn goes on by itself.",
-    )
-    _add_turn(approve)
-    approve.add_argument("--deny", action="store_true", help="say no: the model is told the person refused")
-    approve.add_argument("--reason", metavar="R", help="why (the model is shown it with a refusal)")
-    approve.add_argument("--by", metavar="WHO", help="who answers (kept with the answer)")
-    approve.add_argument("--site", metavar="S", help="the asking call's site (as `show` and `turns` list it)")
-    approve.add_argument("--invocation", metavar="N", type=int, help="the tool call's number in the turn")
-    approve.add_argument("--no-wait", action="store_true", help="do not wait for the turn to end")
-    approve.set_defaults(run=run_approve)
-
+    _add_approve(commands, common)
     resume = commands.add_parser(
         "resume",
         parents=[common],
@@ -55,6 +40,24 @@ def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None
     abandon = commands.add_parser("abandon", parents=[common], help="end a waiting or interrupted turn")
     _add_turn(abandon)
     abandon.set_defaults(run=run_abandon)
+
+
+def _add_approve(commands: Subcommands, common: argparse.ArgumentParser) -> None:
+    approve = commands.add_parser(
+        "approve",
+        parents=[common],
+        help="answer the approvals a waiting turn asks for",
+        description="Say yes (or, with --deny, no) to what turn TURN waits for: every pending approval, or the "
+        "one at --invocation (and --site). Once nothing is left unanswered the turn goes on by itself.",
+    )
+    _add_turn(approve)
+    approve.add_argument("--deny", action="store_true", help="say no: the model is told the person refused")
+    approve.add_argument("--reason", metavar="R", help="why (the model is shown it with a refusal)")
+    approve.add_argument("--by", metavar="WHO", help="who answers (kept with the answer)")
+    approve.add_argument("--site", metavar="S", help="the asking call's site (as `show` and `turns` list it)")
+    approve.add_argument("--invocation", metavar="N", type=int, help="the tool call's number in the turn")
+    approve.add_argument("--no-wait", action="store_true", help="do not wait for the turn to end")
+    approve.set_defaults(run=run_approve)
 
 
 def _add_turn(parser: argparse.ArgumentParser) -> None:
