@@ -71,7 +71,7 @@ async def test_functai_approves_and_resumes_a_threadline_waiting_turn(shop: Thre
     assert ["refund"] == acting_programs.RUNS[runs:]
     assert [("done", 1, 1), ("started", 2, 2), ("done", 2, 2)] == tools_of(shop, cid, turn.id)
     outcome = await settled(chat, turn.request_id or "")
-    assert ("done", "Refunded.") == (outcome.state, outcome.result)
+    assert ("done", "Refunded.") == (outcome.state, (await chat.turn(turn.id)).result)
 
 
 async def test_threadline_approves_and_resumes_a_functai_waiting_turn(shop: Threadline, cid: str) -> None:

@@ -15,20 +15,53 @@ waiting or interrupted is resumed the same way, here.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from temporalio.client import WorkflowUpdateFailedError
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from core.errors import ErrorCode, ThreadlineError
+from core.models import ConversationConfig, TurnOutcome
 from core.temporal import from_failure
 from core.toolmodels import ActKind, ActResult, TurnAction
 from store.records import uuid7
 
 from .reading import Turn
 
-if TYPE_CHECKING:
-    from .client import Conversation
+
+class Connection(Protocol):
+    """What acting needs of a `Threadline`."""
+
+    @property
+    def client(self) -> Client:
+        """The Temporal client."""
+        ...
+
+
+class Conversation(Protocol):
+    """What acting needs of a conversation handle (`threadline.client.Conversation`)."""
+
+    @property
+    def config(self) -> ConversationConfig:
+        """The conversation's settings."""
+        ...
+
+    @property
+    def tl(self) -> Connection:
+        """The connection it was made from."""
+        ...
+
+    async def _workflow(self) -> WorkflowHandle[Any, Any]: ...
+
+    def _start_operation(self) -> WithStartWorkflowOperation[Any, Any]: ...
+
+    async def outcome(self, request_id: str) -> TurnOutcome:
+        """Wait for how the send `request_id` ended."""
+        ...
+
+    async def turn(self, turn: str) -> LiveTurn:
+        """One turn by id."""
+        ...
 
 
 class Waiting(ThreadlineError):  # noqa: N818 functai's name for it

@@ -12,15 +12,38 @@ person raises `Waiting`.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from core.errors import ErrorCode, ThreadlineError
 
-from .acting import Cancelled, Waiting
+from .acting import Cancelled, LiveTurn, Waiting
 from .reading import Turn
 
-if TYPE_CHECKING:
-    from .client import TurnHandle
+
+class Watcher(Protocol):
+    """What a stream needs of its conversation: its turns' text as it is written."""
+
+    def watch(self, turn: str) -> AsyncIterator[Any]:
+        """The turn's text pieces (each with a `text`) until it ends."""
+        ...
+
+
+class TurnHandle(Protocol):
+    """A placed turn (`threadline.client.TurnHandle`)."""
+
+    @property
+    def id(self) -> str | None:
+        """The turn's id (None: the send never became a turn)."""
+        ...
+
+    @property
+    def conversation(self) -> Watcher:
+        """The conversation it was sent to."""
+        ...
+
+    async def result(self) -> LiveTurn:
+        """Wait for the turn to end (or to wait for a person)."""
+        ...
 
 
 class TurnStream:

@@ -10,8 +10,10 @@ Deterministic; every side effect is an activity.
 
 from __future__ import annotations
 
+import asyncio
+from collections import OrderedDict
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -22,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from core.errors import ErrorCode, ThreadlineError
     from core.models import (
         Begun,
+        ConversationState,
         Interrupted,
         Paused,
         RunResult,
@@ -36,8 +39,28 @@ with workflow.unsafe.imports_passed_through():
 
     from . import _calls
 
-if TYPE_CHECKING:
-    from ._turns import Turns
+
+class TurnTable(Protocol):
+    """What acting needs of the run's turn table (`_turns.Turns`)."""
+
+    state: ConversationState
+    begun: dict[str, Begun]
+    tasks: dict[str, asyncio.Task[None]]
+    outcomes: OrderedDict[str, TurnOutcome]
+    blocked_on: str | None
+
+    def start(self, send: TurnSend, turn: str, start: RunResult | None = None) -> None:
+        """Drive `turn` to its end in the background."""
+        ...
+
+    def note(self, outcome: TurnOutcome) -> None:
+        """Tell callers waiting for a send that its turn waits."""
+        ...
+
+    def unnote(self, request_id: str) -> None:
+        """The turn no longer waits."""
+        ...
+
 
 LONGEST_CHECK = timedelta(hours=1)
 """While a turn waits, the log is read at most this far apart (the first look comes after `waiting_check_s`)."""
@@ -46,7 +69,7 @@ LONGEST_CHECK = timedelta(hours=1)
 class Acting:
     """The turns of one run that act or wait: tool rounds, waits, and what people do about them."""
 
-    def __init__(self, turns: Turns) -> None:
+    def __init__(self, turns: TurnTable) -> None:
         self.turns = turns
         self.held: dict[str, str] = {}
         """The turns waiting here, with the request id their outcome is kept under."""
@@ -100,11 +123,13 @@ class Acting:
             self.turns.blocked_on = None
         deadline = workflow.now() + timedelta(seconds=config.approval_timeout_s) if config.approval_timeout_s else None
         pause = timedelta(seconds=config.waiting_check_s)
+        woken = turn in self.wakes  # answered (or stopped) before its wait began: look at once
         try:
             while True:
                 left = pause if deadline is None else min(pause, max(deadline - workflow.now(), timedelta(0)))
-                if not await self._woken(turn, left):
+                if not woken and not await self._woken(turn, left):
                     pause = min(pause * 2, LONGEST_CHECK)
+                woken = False
                 if turn in self.claimed:
                     return Interrupted(attempt=self.claimed.pop(turn))
                 expired = deadline is not None and workflow.now() >= deadline
@@ -168,6 +193,8 @@ class Acting:
             if turn in self.held:  # it goes on by itself: callers wait for its end again
                 self.turns.unnote(self.held[turn])
                 return result.model_copy(update={"request_id": self.held[turn]})
+            if turn in self.turns.tasks:  # about to wait here: it looks at the log first
+                return result.model_copy(update={"request_id": self._sent(turn)})
             return await self._adopt(action)
         if action.kind == "abandon":
             result = await _calls.quick(WaitingActivities.abandon_turn, action, summary="abandon turn")
@@ -180,6 +207,10 @@ class Acting:
             self.turns.unnote(self.held[turn])
             return result.model_copy(update={"request_id": self.held[turn]})
         return await self._adopt(action)
+
+    def _sent(self, turn: str) -> str | None:
+        """The request id of the send this run placed as `turn`."""
+        return next((rid for rid, placed in self.turns.begun.items() if placed.turn == turn), None)
 
     def _scoped(self, action: TurnAction) -> TurnAction:
         config = self.turns.state.config
