@@ -48,17 +48,10 @@ class TurnTable(Protocol):
     tasks: dict[str, asyncio.Task[None]]
     outcomes: OrderedDict[str, TurnOutcome]
     blocked_on: str | None
+    last: TurnOutcome | None
 
     def start(self, send: TurnSend, turn: str, start: RunResult | None = None) -> None:
         """Drive `turn` to its end in the background."""
-        ...
-
-    def note(self, outcome: TurnOutcome) -> None:
-        """Tell callers waiting for a send that its turn waits."""
-        ...
-
-    def unnote(self, request_id: str) -> None:
-        """The turn no longer waits."""
         ...
 
 
@@ -141,7 +134,7 @@ class Acting:
                 paused = result
         finally:
             self.held.pop(turn, None)
-            self.turns.unnote(send.request_id)
+            self._unnote(send.request_id)
 
     async def _look(self, ref: TurnRef, request_id: str, attempt: int, expired: bool) -> RunResult:
         """Read how the waiting turn stands (a local activity: no worker is held between looks)."""
@@ -177,7 +170,14 @@ class Acting:
             state="waiting",
             approvals=paused.approvals,
         )
-        self.turns.note(outcome)
+        self.turns.outcomes[outcome.request_id] = outcome  # not an end: `_unnote` takes it back
+        self.turns.last = outcome
+
+    def _unnote(self, request_id: str) -> None:
+        """The turn no longer waits: callers wait for its end again."""
+        noted = self.turns.outcomes.get(request_id)
+        if noted is not None and noted.state == "waiting":
+            del self.turns.outcomes[request_id]
 
     # ----- acting by hand (the `act` update)
 
@@ -191,7 +191,7 @@ class Acting:
             if result.pending or not action.resume:
                 return result
             if turn in self.held:  # it goes on by itself: callers wait for its end again
-                self.turns.unnote(self.held[turn])
+                self._unnote(self.held[turn])
                 return result.model_copy(update={"request_id": self.held[turn]})
             if turn in self.turns.tasks:  # about to wait here: it looks at the log first
                 return result.model_copy(update={"request_id": self._sent(turn)})
@@ -204,7 +204,7 @@ class Acting:
             result = await _calls.quick(WaitingActivities.resume_turn, action, summary="resume turn")
             self.claimed[turn] = result.attempt
             self.wake(turn)
-            self.turns.unnote(self.held[turn])
+            self._unnote(self.held[turn])
             return result.model_copy(update={"request_id": self.held[turn]})
         return await self._adopt(action)
 
@@ -225,7 +225,7 @@ class Acting:
             raise to_failure(ThreadlineError(ErrorCode.TURN_STATE, f"turn {action.turn} is running here"))
         result = await _calls.quick(WaitingActivities.resume_turn, action, summary="resume turn")
         request_id = action.request_id or result.request_id or action.turn
-        self.turns.unnote(request_id)
+        self._unnote(request_id)
         send = TurnSend(request_id=request_id, inputs={}, program=action.program)
         self.turns.begun[request_id] = Begun(
             request_id=request_id, turn=action.turn, parent=result.parent, existing=True

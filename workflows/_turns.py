@@ -233,17 +233,6 @@ class Turns:
         except ApplicationError as err:  # the branch goes on with its previous summary
             workflow.logger.warning("summarising failed", extra={"code": err.type})
 
-    def note(self, outcome: TurnOutcome) -> None:
-        """Tell callers waiting for a send that its turn waits for a person (not an end: `unnote` undoes it)."""
-        self.outcomes[outcome.request_id] = outcome
-        self.last = outcome
-
-    def unnote(self, request_id: str) -> None:
-        """The turn no longer waits: callers wait for its end again."""
-        noted = self.outcomes.get(request_id)
-        if noted is not None and noted.state == "waiting":
-            del self.outcomes[request_id]
-
     def finish(self, outcome: TurnOutcome, *, new: bool = False, inputs: Mapping[str, object] | None = None) -> None:
         """Record how a send ended; `new` when it made a turn of its own (not a repeated request id)."""
         self.outcomes[outcome.request_id] = outcome
