@@ -22,7 +22,7 @@ from store.folder import FolderStore
 from store.log import Log
 from tests.fakeprovider import FakeProvider, Reply
 from tests.functai_kit import offline, tutor
-from threadline.acting import Cancelled
+from threadline.acting import Cancelled, Waiting
 from threadline.client import Threadline, connect
 from worker import build_worker
 
@@ -152,3 +152,17 @@ async def test_tool_calls_appear_in_render_in_the_request_and_in_the_turns_steps
         (s["role"], s.get("name")) for s in turn.steps
     ]
     assert "order 7?" in json.dumps(turn.steps)
+
+
+async def test_a_stream_of_a_turn_that_waits_for_a_person_raises_waiting(live: Threadline, cid: str) -> None:
+    """A streamed turn that stops to ask a person raises `Waiting` with what it asks."""
+    stream = await live.conversation("careful_shop", id=cid).stream("Refund order 7")
+
+    async def read() -> None:
+        async for _ in stream:
+            pass
+
+    with pytest.raises(Waiting) as waiting:
+        await read()
+
+    assert (stream.turn, ["refund"]) == (waiting.value.turn.id, [a["name"] for a in waiting.value.approvals])
