@@ -162,3 +162,12 @@ async def test_threadline_chat_asks_inline_and_goes_on(shop: Threadline, cli: di
     turn = (await shop.conversation("careful_shop", id=cid).turns())[-1]
     assert ("done", 2) == (turn.state, turn.attempt)
     await asyncio.sleep(0)
+
+
+async def test_http_a_send_may_ask_about_nothing(shop: Threadline, http: httpx.AsyncClient, cid: str) -> None:
+    """`approve: []` on one send: its refund asks nobody and the turn ends done at once."""
+    body = {"program": "careful_shop", "inputs": {"request": "Refund order 3"}, "approve": [], "wait": True}
+
+    answered = await send(http, cid, **body)
+
+    assert (200, "done") == (answered.status_code, answered.json()["state"])

@@ -35,7 +35,7 @@ from .middleware import APIKey
 
 READY_TIMEOUT = timedelta(seconds=2)
 """How long `/ready` waits for Temporal before answering 503."""
-_RESERVED_INPUTS = frozenset({"request_id", "lm"})
+_RESERVED_INPUTS = frozenset({"request_id", "lm", "approve"})
 
 
 # ----- conversations
@@ -102,11 +102,11 @@ async def send_turn(chat: Chat, body: m.TurnRequest, response: Response) -> m.Pl
 
 async def _send(chat: Conversation, body: m.TurnRequest) -> TurnHandle:
     if body.message is not None:
-        return await chat.send(body.message, request_id=body.request_id, lm=body.lm)
+        return await chat.send(body.message, request_id=body.request_id, lm=body.lm, approve=body.approve)
     inputs = body.inputs or {}
     if clash := sorted(_RESERVED_INPUTS & inputs.keys()):
         raise ThreadlineError(ErrorCode.INPUTS_INVALID, f"inputs named {', '.join(clash)} cannot be sent over HTTP")
-    return await chat.send(request_id=body.request_id, lm=body.lm, **inputs)
+    return await chat.send(request_id=body.request_id, lm=body.lm, approve=body.approve, **inputs)
 
 
 @router.get("/{conversation_id}")
