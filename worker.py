@@ -25,7 +25,9 @@ from activities.language_model import OfflineModel, Provider, Providers
 from activities.llm import LLMActivities
 from activities.merges import MergeActivities
 from activities.providers import build_providers, new_http_client
+from activities.toolcalls import ToolActivities
 from activities.transcript import TranscriptActivities
+from activities.waiting import WaitingActivities
 from core import logs
 from core.settings import Settings
 from core.temporal import connect_temporal
@@ -84,6 +86,7 @@ def build_worker(
     models = Providers(providers if providers is not None else default_providers(settings))
     merges = MergeActivities(logs, programs, models, default_model=settings.model, calls=calls)
     evaluations = EvaluationActivities(programs, load_metrics(settings.programs), models, default_model=settings.model)
+    tools, waiting = ToolActivities(logs, programs), WaitingActivities(logs)
     llm = LLMActivities(
         logs,
         programs,
@@ -122,6 +125,12 @@ def build_worker(
             flows.read_flow,
             records.setup_conversation,
             records.import_messages,
+            tools.run_tool,
+            tools.fail_tool,
+            waiting.answer_turn,
+            waiting.resume_turn,
+            waiting.abandon_turn,
+            waiting.check_waiting,
         ],
         max_concurrent_activities=200,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,

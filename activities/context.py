@@ -39,13 +39,19 @@ class Preparer:
 
     async def ask(self, program: Program, inputs: dict[str, Any], model: str | None, purpose: str) -> dict[str, Any]:
         """One model call of a built-in program; its outputs, checked."""
+        return (await self.ask_counted(program, inputs, model, purpose))[0]
+
+    async def ask_counted(
+        self, program: Program, inputs: dict[str, Any], model: str | None, purpose: str
+    ) -> tuple[dict[str, Any], dict[str, int]]:
+        """`ask`, with the tokens the call used."""
         provider, name = self.providers.resolve(model or self.model)
         logger.info("model.requested", purpose=purpose, model=model or self.model)
         call = asyncio.create_task(provider.complete(build_request(program, [], inputs, model=name)))
         while not call.done():  # heartbeats: a worker that dies mid-call is noticed in seconds
             activity.heartbeat()
             await asyncio.wait({call}, timeout=HEARTBEAT_EVERY_S)
-        return program.validate_outputs(call.result().outputs)
+        return program.validate_outputs(call.result().outputs), dict(call.result().usage)
 
     async def prepare(self, config: ConversationConfig, send: TurnSend, *, record: bool) -> PrepareResult:
         """Classify the message's topic, placing it by topic under `branch`.
@@ -90,9 +96,10 @@ class Preparer:
                 "current": current_label(log, head),
                 "topics": [str(t["label"]) for t in topics(log)],
             }
-            outputs = await self.ask(CLASSIFIER, inputs, rule.topic_model or send.lm, "topic")
+            outputs, usage = await self.ask_counted(CLASSIFIER, inputs, rule.topic_model or send.lm, "topic")
             data = {"request_id": send.request_id, "shift": outputs["shift"], "label": outputs["result"]}
             data["confidence"] = outputs["confidence"]
+            data["usage"] = usage  # the turn's `ended` usage counts this call too
             if record:
                 await self.conversation.append([entry_record(THREADLINE, "topic", data)])
         if rule.topics != "branch" or send.continue_from:

@@ -104,8 +104,9 @@ def build_request(
     shown), the earlier turns shown as user/assistant pairs, then the new inputs, then `steps`
     (this turn's tool calls and their results so far). The program's tools are offered."""
     messages: list[Message] = []
-    for exchange in exchanges:
+    for n, exchange in enumerate(exchanges):
         messages.append(Message("user", render_values(exchange.get("inputs") or {})))
+        messages.extend(step_messages(exchange.get("steps") or (), prefix=f"t{n}_"))
         messages.append(Message("assistant", render_values(exchange.get("outputs") or {})))
     messages.append(Message("user", render_values(inputs)))
     outputs = tuple(f for f in program.field_records() if f["direction"] == "output" and f["purpose"] == "plain")
@@ -118,6 +119,33 @@ def build_request(
         outputs=outputs,
         tools=tuple(t.spec for t in program.tools),
     )
+
+
+def step_messages(steps: Sequence[Mapping[str, Any]], *, prefix: str = "") -> list[Message]:
+    """An earlier turn's tool calls and results (its lmcc steps) as messages: each model step that called
+    tools as the assistant's calls, each result as a `tool` message. Ids get `prefix`, so calls of
+    different turns never share one."""
+    out: list[Message] = []
+    for step in steps:
+        if step.get("kind") == "model":
+            asked = (step.get("outputs") or {}).get(step.get("calls_field") or "calls") or []
+            calls = tuple(
+                ToolCall(prefix + str(c.get("id")), str(c.get("name")), dict(c.get("input") or {})) for c in asked
+            )
+            if calls:
+                out.append(Message("assistant", "", calls=calls))
+        elif step.get("kind") == "tool":
+            out.append(Message("tool", output_text(step.get("output")), call_id=prefix + str(step.get("id"))))
+    return out
+
+
+def output_text(output: Any) -> str:
+    """A tool step's output as text: itself, or its text parts joined (lm15's list form)."""
+    if isinstance(output, str):
+        return output
+    if isinstance(output, list):
+        return "".join(str(p.get("text") or "") for p in output if isinstance(p, Mapping))
+    return json.dumps(output, ensure_ascii=False)
 
 
 def split_model(model: str) -> tuple[str, str]:
@@ -190,7 +218,7 @@ class OfflineModel:
         """Answer `request` (or ask for its tools) after `delay` seconds, streaming word by word."""
         last = max((i for i, m in enumerate(request.messages) if m.role == "user"), default=-1)
         asked = request.messages[last].content if last >= 0 else ""
-        earlier = max(last, 0) // 2
+        earlier = sum(m.role == "user" for m in request.messages[: max(last, 0)])  # tool messages are no turns
         results = [m for m in request.messages[last + 1 :] if m.role == "tool"]
         if request.tools and not results:
             return await self._ask_tools(request, asked, earlier)

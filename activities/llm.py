@@ -26,6 +26,7 @@ from .language_model import Providers, split_model
 from .plan import plan_turn, rule_of, turn_request
 from .providers import request_body
 from .run import TurnRun
+from .toolturn import ToolTurnRun
 from .transcript import find_program
 
 
@@ -67,7 +68,8 @@ class LLMActivities:
         program = find_program(self.programs, input.send.program or config.program)
         lm = input.send.lm or config.lm or self.default_model
         conversation = await self.logs.open(config.store, config.conversation, config.store_id)
-        run = TurnRun(conversation, program, input, rule_of(config, input.send), self.streams.get(config.store))
+        kind = ToolTurnRun if program.tools else TurnRun  # a turn with tools goes step by step, recorded
+        run = kind(conversation, program, input, rule_of(config, input.send), self.streams.get(config.store))
         run.on_end = functools.partial(self.calls.ended, config.store, conversation)
         try:
             provider, name = self.providers.resolve(lm)

@@ -52,14 +52,17 @@ def view_of(send: TurnSend) -> View:
 
 def turn_request(config: ConversationConfig, send: TurnSend, inputs: Mapping[str, Any]) -> TurnRequest:
     """How `send` asks to be placed: its validated `inputs`, view, policy and rules."""
-    lm = send.lm or config.lm
+    lm, approve = send.lm or config.lm, send.approve if send.approve is not None else config.approve
+    settings: dict[str, Any] = {"lm": lm} if lm else {}
+    if approve is not None:  # recorded with the turn, so a resume anywhere asks about the same calls
+        settings["approve"] = approve if isinstance(approve, str) else list(approve)
     return TurnRequest(
         inputs,
         request_id=send.request_id,
         view=view_of(send),
         sends=send.sends or config.sends,
         rule=rule_of(config, send),
-        settings={"lm": lm} if lm else {},
+        settings=settings,
         summary=summary_of(config, send),
     )
 

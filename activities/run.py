@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Literal
 
@@ -19,13 +19,14 @@ import structlog
 from temporalio import activity
 
 from core.errors import ErrorCode, ThreadlineError
-from core.models import Ended, RunInput, RunResult, Yielded
+from core.models import Ended, Paused, RunInput, RunResult, ToolRound, Yielded
 from store.log import Log, Turn
 from store.program import Program
 from store.reader import ConversationLog, now
 from store.records import LEASE_RENEW_SECONDS, STOP_POLL_SECONDS, Record, lease_record, stopped_record
 from store.rules import Rule, Shown
 from store.streams import Streams, StreamWriting
+from store.topics import topic_usage
 from store.turns import Answer, claim_records, done_record, failed_record
 
 from .language_model import Message, ModelReply, ModelRequest, Provider
@@ -36,6 +37,9 @@ logger = structlog.get_logger(__name__)
 
 Interruption = Literal["stop", "taken", "ended"]
 _Builder = Callable[[Turn], Record]
+Reply = ModelReply | Ended | Yielded | ToolRound | Paused
+"""What asking the model comes to: its answer, or (a turn with tools) a round of tools to run, a wait
+for a person, or the turn ended or taken meanwhile."""
 
 
 class TurnRun:
@@ -102,22 +106,36 @@ class TurnRun:
         call.cancel()
         return await self._interrupted(watch.result())
 
-    async def _ask(self, provider: Provider, request: ModelRequest, model: str) -> ModelReply:
-        """Call the model; a reply that does not fit the outputs gets one repair request."""
+    async def _ask(self, provider: Provider, request: ModelRequest, model: str) -> Reply:
+        """Call the model; a reply that does not fit the outputs gets one repair request (the usage of
+        both counts)."""
+        first: ModelReply | None = None
         try:
-            return await self._call(provider, request, model)
+            first = await self._call(provider, request, model)
+            return self._checked(first)
         except ThreadlineError as err:
             if err.code != ErrorCode.PARSE_FAILED:
                 raise
-            logger.info("model.repair_requested", turn=self.turn, attempt=self.owned, reason=err.message)
-            if self.stream is not None:
-                self.stream.write({"restart": True})
-            repair = Message("user", f"Your reply could not be used: {err.message}. Reply again, exactly as asked.")
-            return await self._call(provider, replace(request, messages=(*request.messages, repair)), model)
+            repaired = await self._call(provider, self._repair(request, err), model)
+            return replace(self._checked(repaired), usage=add_usage(first.usage if first else {}, repaired.usage))
+
+    def _repair(self, request: ModelRequest, err: ThreadlineError) -> ModelRequest:
+        """The request asked again after a reply that did not fit: it says what was wrong."""
+        logger.info("model.repair_requested", turn=self.turn, attempt=self.owned, reason=err.message)
+        if self.stream is not None:
+            self.stream.write({"restart": True})
+        repair = Message("user", f"Your reply could not be used: {err.message}. Reply again, exactly as asked.")
+        return replace(request, messages=(*request.messages, repair))
 
     async def _call(self, provider: Provider, request: ModelRequest, model: str) -> ModelReply:
         logger.info("model.requested", turn=self.turn, attempt=self.owned, model=model)
-        reply = await provider.complete(request, self._on_text)
+        return await provider.complete(request, self._on_text)
+
+    def _checked(self, reply: ModelReply) -> ModelReply:
+        """`reply` with its outputs checked against the program's (`parse-failed`); a reply that asks
+        for tools answers nothing yet."""
+        if reply.stop == "tools":
+            return reply
         return replace(reply, outputs=self.program.validate_outputs(reply.outputs))
 
     async def _on_text(self, piece: str) -> None:
@@ -173,18 +191,18 @@ class TurnRun:
                 await self.conversation.append([lease_record(self.turn, attempt=self.owned, now=now())])
                 renewed = time.monotonic()
 
-    async def _answered(self, call: asyncio.Task[ModelReply], seconds: float) -> RunResult:
+    async def _answered(self, call: asyncio.Task[Reply], seconds: float) -> RunResult:
         try:
             reply = call.result()
         except ThreadlineError as err:
             if err.retryable:
                 raise
             return await self.fail(err)
-        answer = Answer(reply.outputs, model=reply.model, usage=reply.usage, seconds=seconds)
-        log = self.conversation.log
-        result = await self._end(
-            lambda t: done_record(log, self.program, t.id, answer, attempt=self.owned, saw=self.saw)
-        )
+        if not isinstance(reply, ModelReply):  # a turn with tools goes on, or waits for a person
+            if isinstance(reply, Paused) and self.stream is not None:
+                self.stream.end("waiting")
+            return reply
+        result = await self._end(lambda t: self._done(t, reply, seconds))
         logger.info(
             "turn.completed",
             turn=self.turn,
@@ -194,6 +212,12 @@ class TurnRun:
             **reply.usage,
         )
         return result
+
+    def _done(self, turn: Turn, reply: ModelReply, seconds: float) -> Record:
+        """The `ended` record of the turn that `reply` answered; its usage counts the topic call too."""
+        usage = add_usage(reply.usage, topic_usage(self.conversation.log, turn.record.get("request_id")))
+        answer = Answer(reply.outputs, model=reply.model, usage=usage, seconds=seconds)
+        return done_record(self.conversation.log, self.program, turn.id, answer, attempt=self.owned, saw=self.saw)
 
     async def _interrupted(self, why: Interruption) -> RunResult:
         if why != "stop" and self.stream is not None:
@@ -220,6 +244,16 @@ class TurnRun:
         if self.stream is not None:
             self.stream.end(result.outcome.state if isinstance(result, Ended) else "yielded")
         return result
+
+
+def add_usage(*usages: Mapping[str, int]) -> dict[str, int]:
+    """Token counts summed over several model calls (a count one call lacks counts as nothing)."""
+    out: dict[str, int] = {}
+    for usage in usages:
+        for name, count in usage.items():
+            if isinstance(count, int):
+                out[name] = out.get(name, 0) + count
+    return out
 
 
 def _result(turn: Turn, request_id: str) -> RunResult:

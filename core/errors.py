@@ -46,6 +46,11 @@ class ErrorCode(StrEnum):
     FLOW_INVALID = "flow-invalid"
     RATING_INVALID = "rating-invalid"
     METRIC_UNKNOWN = "metric-unknown"
+    APPROVAL_UNKNOWN = "approval-unknown"
+    TURN_UNFINISHED = "turn-unfinished"
+    TURN_WAITING = "turn-waiting"
+    CANCELLED = "cancelled"
+    STEP_LIMIT = "step-limit"
     INTERNAL = "internal"
 
     @classmethod

@@ -13,10 +13,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import ErrorCode, ThreadlineError
 
-Sends = Literal["queue", "refuse", "branch"]
-"""What a send does while the head runs: wait for it, be refused `conversation-busy`, or go beside it."""
-SENDS: tuple[Sends, ...] = ("queue", "refuse", "branch")
-OutcomeState = Literal["done", "failed", "stopped", "abandoned", "refused"]
+Sends = Literal["queue", "refuse", "branch", "interrupt"]
+"""What a send does while the head runs: wait for it, be refused `conversation-busy`, go beside it, or
+stop it and continue from its parent (`interrupt`)."""
+SENDS: tuple[Sends, ...] = ("queue", "refuse", "branch", "interrupt")
+OutcomeState = Literal["done", "failed", "stopped", "abandoned", "refused", "waiting"]
+ApproveRule = Literal["changes", "all"] | tuple[str, ...] | None
+"""An `approve` rule that can cross the wire: `changes`, `all`, or tool names and approval paths."""
 
 
 MAX_INPUT_BYTES = 1 << 20
@@ -125,6 +128,14 @@ class ConversationConfig(Model):
     store_id: str | None = None
     """The identity of the store the conversation lives in: every activity checks its store has it, so a
     worker with another store never writes here. Set by the client, else learned from the first placing."""
+    approve: ApproveRule = None
+    """Which tool calls ask a person first (None: the program's own rule)."""
+    approval_timeout_s: float | None = None
+    """A turn that waits this long for a person is abandoned (None: it waits as long as it takes)."""
+    waiting_check_s: float = 300.0
+    """While a turn waits, the log is read after this long, then twice as long each time (up to an hour),
+    for answers another process recorded without telling the workflow (functai's); answers given through
+    Threadline wake it at once."""
 
 
 class TurnSend(Model):
@@ -145,6 +156,8 @@ class TurnSend(Model):
     flow: str | None = None
     """Start this guided flow (the `flow` signal): `inputs["message"]` is what started it, and the answer
     is the flow's first prompt."""
+    approve: ApproveRule = None
+    """This turn's `approve` rule (None: the conversation's)."""
     merge: MergeSpec | None = None
     """A merge instead of a turn (`workflows/_merges.py`): the branches and the program that merges them."""
 
@@ -200,6 +213,8 @@ class TurnOutcome(Model):
     error: TurnError | None = None
     flow: FlowResult | None = None
     """When a guided flow answered the send: where the flow stands (`flow_data` once, on completion)."""
+    approvals: list[dict[str, Any]] = []
+    """While `waiting`: the questions asked (tool name, input, effects, site, invocation, question)."""
 
 
 class Begun(Model):
@@ -302,7 +317,44 @@ class Interrupted(Model):
     attempt: int = 1
 
 
-RunResult = Annotated[Ended | Yielded | Interrupted, Field(discriminator="kind")]
+class ToolRef(Model):
+    """One tool call a model step asked for, by reference: the reply that holds it and its place there.
+
+    Name and input stay in the log (the `reply` record); the activity reads them from there."""
+
+    key: str
+    """The `reply` record's key."""
+    index: int
+    """The call's place among the reply's calls."""
+    invocation: int
+    """Its number among the turn's tool calls (1, 2, ...), as `tool` and `approval` records count them."""
+    site: str
+    name: str
+    reads: bool = False
+    """The tool only reads (it gets no `started` record and may be retried)."""
+    timeout_s: float = 120.0
+    attempts: int = 1
+
+
+class ToolRound(Model):
+    """The model asked for tools: run these (in order), then ask it again with the same attempt."""
+
+    kind: Literal["tools"] = "tools"
+    attempt: int = 1
+    calls: list[ToolRef] = []
+
+
+class Paused(Model):
+    """The turn waits for a person: approvals to answer (`waiting`), or a tool that may have run to settle
+    by hand (`unfinished`); nothing runs it meanwhile."""
+
+    kind: Literal["paused"] = "paused"
+    attempt: int = 1
+    reason: Literal["waiting", "unfinished"] = "waiting"
+    approvals: list[dict[str, Any]] = []
+
+
+RunResult = Annotated[Ended | Yielded | Interrupted | ToolRound | Paused, Field(discriminator="kind")]
 """How an attempt at a turn came out."""
 
 

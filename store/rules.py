@@ -20,8 +20,8 @@ from .saw import expand as expand
 from .values import copy_value
 from .values import estimate_tokens as estimate_tokens
 
-Sends = Literal["queue", "refuse", "branch"]
-SENDS: tuple[Sends, ...] = ("queue", "refuse", "branch")
+Sends = Literal["queue", "refuse", "branch", "interrupt"]
+SENDS: tuple[Sends, ...] = ("queue", "refuse", "branch", "interrupt")
 
 
 # ----- where a view continues (4.3)
@@ -57,10 +57,12 @@ def view_head(log: Log, view: View = View()) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Next:
-    """Where a turn sent now goes: after `parent`, or it must wait for the running turn `waits`."""
+    """Where a turn sent now goes: after `parent`, or it must wait for the running turn `waits`; with
+    `interrupt`, the running turn `stops` is stopped first (a `stop` record in the same append)."""
 
     parent: str | None = None
     waits: str | None = None
+    stops: str | None = None
 
     def as_dict(self) -> dict[str, str | None]:
         """`{"waits": id}` or `{"parent": id or None}`, as the conformance cases write it."""
@@ -72,7 +74,8 @@ def parent_for(log: Log, head: str | None, sends: Sends, now: float) -> Next:
 
     Raises:
         ThreadlineError: `conversation-busy` when the head waits for a person (unless `branch`),
-            or runs and `sends` is `refuse`.
+            or runs and `sends` is `refuse`. `interrupt` stops a running head and continues from its
+            parent's nearest done turn, as `branch` would.
     """
     turn = log.turns.get(head) if head is not None else None
     if turn is None:
@@ -87,6 +90,8 @@ def parent_for(log: Log, head: str | None, sends: Sends, now: float) -> Next:
     if state in ("running", "waiting"):
         if sends == "queue":
             return Next(waits=head)
+        if sends == "interrupt":  # only running here: a waiting head was refused above
+            return Next(parent=log.nearest_done(turn.parent, now), stops=head)
         if sends == "refuse":
             raise ThreadlineError(
                 ErrorCode.CONVERSATION_BUSY,
@@ -332,12 +337,16 @@ def _entry(
     if gone:
         inputs = {k: v for k, v in inputs.items() if k not in gone}
         outputs = {k: v for k, v in outputs.items() if k not in gone}
-    exchange = {"inputs": inputs, "outputs": outputs}
+    exchange: dict[str, Any] = {"inputs": inputs, "outputs": outputs}
+    kept_inputs, kept_outputs = kept_fields
     if same_signature and not gone and isinstance(ended.get("lmcc"), dict):
         steps = ended["lmcc"].get("steps")
+        if isinstance(steps, list) and any(isinstance(s, Mapping) and s.get("kind") == "tool" for s in steps):
+            # a turn that called tools is shown with its calls and their results, as functai shows it
+            answer = {k: v for k, v in outputs.items() if k in kept_outputs}
+            exchange = {"inputs": inputs, "outputs": answer, "steps": [dict(s) for s in steps]}
         return ({"call": t.id, "steps": True} if steps else {"call": t.id}), exchange
     # Shown by its values: only the fields the current program has.
-    kept_inputs, kept_outputs = kept_fields
     kept = {k: v for k, v in inputs.items() if k in kept_inputs}
     kept_out = {k: v for k, v in outputs.items() if k in kept_outputs}
     if not kept_out:

@@ -90,6 +90,9 @@ class Tool:
         name: What the model calls it (1-64 of `A-Za-z0-9_-`).
         description: What the model is told it does.
         effects: `"reads"`, `"changes"`, or None (unknown: treated as `"changes"`).
+        timeout: Seconds one run may take (None: the worker's default). A run that takes longer fails.
+        attempts: How often a run is tried (None: 3 for a tool that reads, 1 for one that may change
+            things, so it never runs twice on its own).
 
     Raises:
         ThreadlineError: `program-invalid` for a bad name or effects, `*args`/`**kwargs`, or a
@@ -100,6 +103,8 @@ class Tool:
     name: str
     description: str = ""
     effects: Effects = None
+    timeout: float | None = None
+    attempts: int | None = None
     parameters: dict[str, Any] = dataclasses.field(init=False, compare=False)
     """The JSON Schema of the input, as functai's `tool_spec` gives it."""
     _adapters: dict[str, pydantic.TypeAdapter[Any]] = dataclasses.field(init=False, repr=False, compare=False)
@@ -109,6 +114,10 @@ class Tool:
             _invalid(f"tool name {self.name!r} is not 1-64 of A-Za-z0-9_-; pass name=")
         if self.effects is not None and self.effects not in EFFECTS:
             _invalid(f"tool {self.name}: effects is 'reads', 'changes' or left out, not {self.effects!r}")
+        if self.timeout is not None and not self.timeout > 0:
+            _invalid(f"tool {self.name}: timeout is a number of seconds above 0")
+        if self.attempts is not None and (not isinstance(self.attempts, int) or self.attempts < 1):
+            _invalid(f"tool {self.name}: attempts is a whole number from 1")
         parameters, adapters = _parameters(self.fn, self.name)
         object.__setattr__(self, "parameters", parameters)
         object.__setattr__(self, "_adapters", adapters)
@@ -121,6 +130,8 @@ class Tool:
         effects: Effects = None,
         name: str | None = None,
         description: str | None = None,
+        timeout: float | None = None,
+        attempts: int | None = None,
     ) -> Tool:
         """Describe a typed function as a tool: its name, its docstring, its parameters' schema.
 
@@ -129,14 +140,21 @@ class Tool:
         """
         if isinstance(fn, Tool):
             text = fn.description if description is None else description
-            return dataclasses.replace(fn, name=name or fn.name, description=text, effects=effects or fn.effects)
+            return dataclasses.replace(
+                fn,
+                name=name or fn.name,
+                description=text,
+                effects=effects or fn.effects,
+                timeout=timeout or fn.timeout,
+                attempts=attempts or fn.attempts,
+            )
         if not callable(fn):
             _invalid(f"a tool is a function, not a {type(fn).__name__}")
         named = name or getattr(fn, "__name__", None)
         if not isinstance(named, str):
             _invalid("this tool's function has no __name__; pass name=")
         text = description if description is not None else inspect.cleandoc(getattr(fn, "__doc__", None) or "")
-        return cls(fn=fn, name=named, description=text, effects=effects)
+        return cls(fn=fn, name=named, description=text, effects=effects, timeout=timeout, attempts=attempts)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the function itself, as if it were not a tool."""
@@ -247,7 +265,12 @@ def tool(fn: Callable[..., Any], /) -> Tool: ...
 
 @overload
 def tool(
-    *, effects: Effects = None, name: str | None = None, description: str | None = None
+    *,
+    effects: Effects = None,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+    attempts: int | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -258,11 +281,15 @@ def tool(
     effects: Effects = None,
     name: str | None = None,
     description: str | None = None,
+    timeout: float | None = None,
+    attempts: int | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Make a function a tool, bare (`@tool`) or with settings (`@tool(effects="reads")`)."""
+    """Make a function a tool, bare (`@tool`) or with settings (`@tool(effects="reads", timeout=30)`)."""
 
     def wrap(f: Callable[..., Any]) -> Tool:
-        return Tool.from_function(f, effects=effects, name=name, description=description)
+        return Tool.from_function(
+            f, effects=effects, name=name, description=description, timeout=timeout, attempts=attempts
+        )
 
     return wrap if fn is None else wrap(fn)
 

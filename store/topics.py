@@ -39,6 +39,12 @@ def classified(log: Log, request_id: str) -> dict[str, Any] | None:
     return None if found is None else copy_value(found)
 
 
+def topic_usage(log: Log, request_id: str | None) -> dict[str, int]:
+    """The tokens the topic classification of `request_id` used (it counts in its turn's usage)."""
+    usage = (classified(log, request_id) or {}).get("usage") if request_id else None
+    return {k: v for k, v in usage.items() if isinstance(v, int)} if isinstance(usage, dict) else {}
+
+
 def topics(log: Log) -> list[dict[str, Any]]:
     """The conversation's topics in order of first appearance: label, turns, latest turn."""
     found: dict[str, dict[str, Any]] = {}

@@ -85,10 +85,10 @@ def begin_turn(
     check_program(log, program, parent, request.earlier_without)
     tid = turn_id or uuid7()
     seen = shown_for(log, program, parent, request.rule, request.summary, now=now)
-    records: list[Record] = []
+    records: list[Record] = [stop_record(decided.stops, at=iso(now))] if decided.stops else []
     if program.version not in log.programs:
         records.append(program.record(at=iso(now)))
-    settings = {k: v for k, v in request.settings.items() if k == "lm" and isinstance(v, str)}
+    settings = {k: v for k, v in request.settings.items() if _recorded_setting(k, v)}
     records.append(
         turn_record(
             tid,
@@ -103,6 +103,12 @@ def begin_turn(
     )
     records.append(lease_record(tid, attempt=1, now=now))
     return Begin(turn=tid, parent=parent, records=records, expect=log.n, shown=seen)
+
+
+def _recorded_setting(name: str, value: Any) -> bool:
+    """`lm` as functai records it; Threadline adds a per-turn `approve` rule (functai ignores it) so a
+    resume anywhere asks about the same calls."""
+    return (name == "lm" and isinstance(value, str)) or (name == "approve" and value is not None)
 
 
 def shown_for(

@@ -30,7 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 LANGUAGES = ("python", "bash", "console")
-DOC_IDS = ("alex", "sam", "kim")
+DOC_IDS = ("alex", "sam", "kim", "lee")
 """The conversation ids the pages use; each run replaces them with ids of its own."""
 SERVICE = "localhost:8000"
 COMMAND_TIMEOUT_S = 60.0

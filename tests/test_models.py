@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -53,7 +53,7 @@ async def _live(client: Client, settings: Settings, fake: FakeProvider) -> Async
             yield settings
 
 
-async def collect(chat_stream: AsyncIterator[str | Turn | None]) -> tuple[list[str | None], Turn]:
+async def collect(chat_stream: AsyncIterable[str | Turn | None]) -> tuple[list[str | None], Turn]:
     pieces: list[str | None] = []
     async for item in chat_stream:
         if isinstance(item, Turn):

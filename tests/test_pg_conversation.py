@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -70,7 +70,7 @@ async def until_running(chat: Conversation, turn: str) -> None:
     raise TimeoutError(f"turn {turn} never ran")
 
 
-async def collect(chat_stream: AsyncIterator[str | Turn | None]) -> tuple[list[str | None], Turn]:
+async def collect(chat_stream: AsyncIterable[str | Turn | None]) -> tuple[list[str | None], Turn]:
     pieces: list[str | None] = []
     async for item in chat_stream:
         if isinstance(item, Turn):

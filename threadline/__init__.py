@@ -16,6 +16,7 @@ from store.metrics import Metric, metric
 from store.program import Program
 from store.tools import Tool, tool
 
+from .acting import Cancelled, LiveTurn, Waiting
 from .client import Conversation, Piece, Threadline, TurnHandle, connect
 from .evaluation import Evaluation, evaluate
 from .guided import Reply
@@ -24,15 +25,18 @@ from .listing import ConversationInfo, ConversationPage
 from .reading import Turn
 from .remote import functai_store
 from .transcript import FlowView
+from .turnstream import TurnStream
 
 # `@threadline.program` over a typed function makes it a program: its docstring is the
 # instruction, its parameters the inputs, its return type the `result` output, with the fields and
 # signature functai gives the same function. Workers register the programs of the modules named
 # in THREADLINE_PROGRAMS. `@threadline.program(tools=[...], approve=...)` gives the model tools.
-# `@threadline.tool` or `@threadline.tool(effects="reads")` makes a typed function a tool.
+# `@threadline.tool` or `@threadline.tool(effects="reads")` makes a typed function a tool. A turn whose
+# tool call needs a person raises `Waiting`; `await err.turn.approve()` answers, and the turn goes on.
 program = Program.from_function
 
 __all__ = [
+    "Cancelled",
     "ContextRule",
     "Conversation",
     "ConversationInfo",
@@ -42,6 +46,7 @@ __all__ = [
     "Flow",
     "FlowBuilder",
     "FlowView",
+    "LiveTurn",
     "Metric",
     "Piece",
     "Program",
@@ -53,6 +58,8 @@ __all__ = [
     "Turn",
     "TurnHandle",
     "TurnOutcome",
+    "TurnStream",
+    "Waiting",
     "connect",
     "evaluate",
     "functai_store",

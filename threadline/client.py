@@ -39,6 +39,7 @@ from activities.plan import rule_of
 from core.errors import ErrorCode, ThreadlineError
 from core.models import (
     MAX_REQUEST_ID,
+    ApproveRule,
     Begun,
     ContextRule,
     ConversationConfig,
@@ -65,9 +66,11 @@ from workflows.attributes import CONVERSATION_KEY, PROGRAM_KEY, SEARCH_ATTRIBUTE
 from workflows.conversation import ConversationWorkflow
 
 from . import learning
+from .acting import LiveTurn, Waiting
 from .guided import FlowMethods
 from .listing import Listing
 from .reading import Page, Turn, find_turn, history, to_turn
+from .turnstream import TurnStream
 
 
 async def connect(settings: Settings | None = None, *, client: Client | None = None, lazy: bool = False) -> Threadline:
@@ -155,8 +158,16 @@ class Threadline(Listing):
         context: ContextRule | Mapping[str, Any] | None = None,
         lm: str | None = None,
         idle_timeout_s: float | None = None,
+        approve: ApproveRule | list[str] = None,
+        approval_timeout_s: float | None = None,
+        waiting_check_s: float | None = None,
     ) -> Conversation:
-        """A handle on conversation `id` (a new UUIDv7 id when None) made with `program`."""
+        """A handle on conversation `id` (a new UUIDv7 id when None) made with `program`.
+
+        `approve` names the tool calls a person is asked about first (`"changes"`, `"all"`, tool names
+        and paths; None: the program's rule); a turn nobody answers within `approval_timeout_s` is
+        abandoned (None: it waits as long as it takes).
+        """
         self.logs.stores.check(store)
         rule = context if isinstance(context, ContextRule) else ContextRule.model_validate(context or {})
         config = ConversationConfig(
@@ -169,6 +180,9 @@ class Threadline(Listing):
             idle_timeout_s=self.settings.idle_timeout_s if idle_timeout_s is None else idle_timeout_s,
             search_attributes=bool(self.search_attributes),
             attributes_every_s=self.settings.attributes_every_s,
+            approve=_rule(approve),
+            approval_timeout_s=approval_timeout_s,
+            **({} if waiting_check_s is None else {"waiting_check_s": waiting_check_s}),
         )
         return Conversation(self, config)
 
@@ -199,6 +213,11 @@ def _signal_of(send: TurnSend | StopSend) -> str:
     if isinstance(send, StopSend):
         return "stop"
     return "turn" if send.flow is None else "flow"
+
+
+def _rule(approve: ApproveRule | list[str]) -> ApproveRule:
+    """An `approve` rule as it crosses the wire (a list of names becomes a tuple)."""
+    return tuple(approve) if isinstance(approve, list) else approve
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,15 +257,16 @@ class TurnHandle:
     request_id: str
     conversation: Conversation
 
-    async def result(self) -> Turn:
-        """Wait for the turn to end; return it as the log holds it.
+    async def result(self) -> LiveTurn:
+        """Wait for the turn to end (or to wait for a person); return it as the log holds it.
 
         Raises:
             ThreadlineError: the coded error when the send was refused.
         """
         outcome = await self.conversation.outcome(self.request_id)
         if outcome.turn is None:
-            return Turn(id="", parent=None, state=outcome.state, inputs={}, request_id=self.request_id)
+            bare = Turn(id="", parent=None, state=outcome.state, inputs={}, request_id=self.request_id)
+            return LiveTurn.of(bare, self.conversation)
         return await self.conversation.turn(outcome.turn)
 
 
@@ -287,33 +307,42 @@ class Conversation(FlowMethods):
     async def _read(self) -> Log:
         return await self.tl.log(self.config.store, self.id).read()
 
-    async def __call__(self, *args: Any, request_id: str | None = None, **inputs: Any) -> Any:
-        """Send a turn and return its answer (`result`)."""
-        turn = await self.predict(*args, request_id=request_id, **inputs)
+    async def __call__(
+        self, *args: Any, request_id: str | None = None, lm: str | None = None, approve: Any = None, **inputs: Any
+    ) -> Any:
+        """Send a turn and return its answer (`result`); `lm` and `approve` are this turn's only."""
+        turn = await self.predict(*args, request_id=request_id, lm=lm, approve=approve, **inputs)
         return turn.result
 
-    async def predict(self, *args: Any, request_id: str | None = None, **inputs: Any) -> Turn:
+    async def predict(
+        self, *args: Any, request_id: str | None = None, lm: str | None = None, approve: Any = None, **inputs: Any
+    ) -> LiveTurn:
         """Send a turn and return it once it ended.
 
         Raises:
+            Waiting: when it waits for a person (`err.turn.approve()` answers and goes on).
             ThreadlineError: when it was refused, or ended other than `done` (`turn-state`).
         """
         # No `begun` round trip: the caller wants the answer, and one update per turn is cheaper.
-        send = self._send(self._inputs(args, inputs), request_id=request_id, lm=None)
+        send = self._send(self._inputs(args, inputs), request_id=request_id, lm=lm, approve=approve)
         await self.signal(send)
         outcome = await self.outcome(send.request_id)
         if outcome.turn is None:
             raise ThreadlineError(ErrorCode.TURN_STATE, f"the send was {outcome.state} before it was placed")
         self._follow(outcome.turn)
         turn = await self.turn(outcome.turn)
+        if turn.state == "waiting":
+            raise Waiting(turn)
         if turn.state != "done":
             code = ErrorCode.parse((turn.error or {}).get("code") or ErrorCode.TURN_STATE)
             raise ThreadlineError(code, f"turn {turn.id} ended {turn.state}", turn=turn.id)
         return turn
 
-    async def send(self, *args: Any, request_id: str | None = None, lm: str | None = None, **inputs: Any) -> TurnHandle:
+    async def send(
+        self, *args: Any, request_id: str | None = None, lm: str | None = None, approve: Any = None, **inputs: Any
+    ) -> TurnHandle:
         """Send a turn; return as soon as it is placed (its id known before the model answers)."""
-        send = self._send(self._inputs(args, inputs), request_id=request_id, lm=lm)
+        send = self._send(self._inputs(args, inputs), request_id=request_id, lm=lm, approve=approve)
         await self.signal(send)
         placed = await self._update("begun", send.request_id, Begun)
         if placed.error is not None:
@@ -416,12 +445,15 @@ class Conversation(FlowMethods):
         during which Temporal refuses updates, asked again for `UPDATE_PATIENCE_S`.
         """
         handle, pause, deadline = await self._workflow(), 0.1, time.monotonic() + UPDATE_PATIENCE_S
+        # One id for this question, kept when it is asked again after a timeout (not a second update);
+        # another question about the same send (after it waited for a person) is a new one.
+        update_id = f"{name}/{request_id}/{uuid7()}"
         while True:
             try:
                 accepted = await handle.start_update(
                     name,
                     request_id,
-                    id=f"{name}/{request_id}",  # asked again after a timeout: the same update, not a second one
+                    id=update_id,
                     wait_for_stage=WorkflowUpdateStage.ACCEPTED,
                     result_type=answer,
                     rpc_timeout=timedelta(seconds=ACCEPT_WAIT_S),
@@ -451,7 +483,7 @@ class Conversation(FlowMethods):
         ]
         return TypedSearchAttributes(pairs)
 
-    def _send(self, inputs: dict[str, Any], *, request_id: str | None, lm: str | None) -> TurnSend:
+    def _send(self, inputs: dict[str, Any], *, request_id: str | None, lm: str | None, approve: Any = None) -> TurnSend:
         if request_id is not None and not 0 < len(request_id) <= MAX_REQUEST_ID:
             raise ThreadlineError(ErrorCode.INVALID_REQUEST, f"a request id has 1 to {MAX_REQUEST_ID} characters")
         pinned = self.view.pinned
@@ -465,6 +497,7 @@ class Conversation(FlowMethods):
             sends=self.config.sends,
             context=self.config.context,
             lm=lm or self.config.lm,
+            approve=_rule(approve) if approve is not None else self.config.approve,
         )
 
     def _inputs(self, args: tuple[Any, ...], inputs: dict[str, Any]) -> dict[str, Any]:
@@ -481,19 +514,18 @@ class Conversation(FlowMethods):
         check_inputs(inputs)  # before anything is sent (the worker checks again: signals come from anywhere)
         return inputs
 
-    async def stream(
-        self, *args: Any, request_id: str | None = None, lm: str | None = None, **inputs: Any
-    ) -> AsyncIterator[str | Turn | None]:
-        """Send a turn and yield its text as the model writes it, then the finished `Turn`.
+    def stream(
+        self, *args: Any, request_id: str | None = None, lm: str | None = None, approve: Any = None, **inputs: Any
+    ) -> TurnStream:
+        """Send a turn and watch it being made: `stream = await chat.stream(...)` places it (`stream.turn`
+        is its id at once), then `async for piece in stream` yields its text as the model writes it and
+        finally the finished `Turn`.
 
         A `None` means the text so far is void: the model was asked again (a retried attempt, or a
-        reply that did not fit the outputs), and what follows replaces it.
+        reply that did not fit the outputs), and what follows replaces it. A turn stopped meanwhile
+        raises `Cancelled`; one that waits for a person, `Waiting`.
         """
-        placed = await self.send(*args, request_id=request_id, lm=lm, **inputs)
-        if placed.id is not None:
-            async for piece in self.watch(placed.id):
-                yield piece.text
-        yield await placed.result()
+        return TurnStream(lambda: self.send(*args, request_id=request_id, lm=lm, approve=approve, **inputs))
 
     async def watch(self, turn: str, *, offset: int = 0, poll: float = 0.01) -> AsyncIterator[Piece]:
         """Yield what `turn`'s model writes, from byte `offset` of its stream, until the turn ends.
@@ -511,15 +543,15 @@ class Conversation(FlowMethods):
                 offset = end
                 for text in reader.feed([event]):
                     yield Piece(end, text)
-            if reader.ended in ("done", "failed", "stopped", "abandoned"):
+            if reader.ended in ("done", "failed", "stopped", "abandoned", "waiting"):
                 return
             if ended_at is not None and (reader.run is None or time.monotonic() - ended_at > _END_GRACE_S):
                 return  # ended by a writer that streams nothing here, or its stream's end is lost
             if not events and ended_at is None and time.monotonic() - checked > _LOG_CHECK_S:
                 checked = time.monotonic()
                 found = (await self._read()).turns.get(turn)
-                if found is None or found.ended is not None:
-                    ended_at = time.monotonic()
+                if found is None or found.ended is not None or found.state(now()) == "waiting":
+                    ended_at = time.monotonic()  # ended, or waiting for a person: nothing more streams now
                 continue
             await asyncio.sleep(poll)
 
@@ -550,22 +582,22 @@ class Conversation(FlowMethods):
 
     async def turns(
         self, all: bool = False, *, limit: int | None = None, after: str | None = None, before: str | None = None
-    ) -> list[Turn]:
+    ) -> list[LiveTurn]:
         """The turns from the first to this view's head (`all`: every turn of every branch, in the order
         they were sent); `limit`, `after` and `before` (turn ids) page through a long list."""
         log, moment = await self._read(), now()
         ids = log.order if all else [t.id for t in log.branch(view_head(log, self.view))]
         chosen = Page(limit, after, before).cut(ids, self.id)
-        return [to_turn(log, log.turns[tid], moment).bound(self._rater) for tid in chosen]
+        return [LiveTurn.of(to_turn(log, log.turns[tid], moment), self).bound(self._rater) for tid in chosen]
 
     async def current_head(self) -> str | None:
         """The conversation's head as its log says (every reader's, whatever this handle's view)."""
         return (await self._read()).head
 
-    async def turn(self, turn: str) -> Turn:
-        """One turn by id (`turn-unknown` if the log has none)."""
+    async def turn(self, turn: str) -> LiveTurn:
+        """One turn by id (`turn-unknown` if the log has none); it can be acted on (`approve`, `resume`, ...)."""
         log = await self._read()
-        return to_turn(log, find_turn(log, turn, self.id), now()).bound(self._rater)
+        return LiveTurn.of(to_turn(log, find_turn(log, turn, self.id), now()), self).bound(self._rater)
 
     async def _rater(self, turn: str, verdict: str | None, *fields: Any) -> dict[str, Any]:
         return await self.rate(turn, verdict, *fields)

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from core.errors import ErrorCode, ThreadlineError
 from store.log import ENDED_STATES, Log
 from store.log import Turn as LoggedTurn
 from store.rules import Rule, expand
 from store.summary import latest as latest_summary
+from store.toolturn import reply_calls
 from store.topics import topics
 
 MAX_PAGE = 1000
@@ -50,6 +51,14 @@ class Turn:
     """When the turn was sent (its `turn` record's time, RFC 3339 UTC)."""
     ended_at: str | None = None
     """When it ended (its `ended` record's time), None while it has not."""
+    approvals: list[dict[str, Any]] = field(default_factory=list)
+    """While it waits: the tool calls a person is asked about (`name`, `input`, `effects`, `site`,
+    `invocation`, `question`), answered with `approve` or `deny`."""
+    unfinished: list[dict[str, Any]] = field(default_factory=list)
+    """Tools that started and have no result: they may have run (settle them when resuming)."""
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    """Its tool calls and their results, in order: `{"role": "assistant", "calls": [...]}` and
+    `{"role": "tool", "id", "name", "output"}`."""
 
     def as_dict(self) -> dict[str, Any]:
         """The turn as JSON-able data (the CLI's `--json`)."""
@@ -76,7 +85,7 @@ class Turn:
             raise ThreadlineError(ErrorCode.INVALID_REQUEST, message)
         return await rater(self.id, verdict, answer, outputs, note, reasons, by)
 
-    def bound(self, rater: Rater) -> Turn:
+    def bound(self, rater: Rater) -> Self:
         """This turn, rated through `rater` (its conversation's)."""
         object.__setattr__(self, "_rater", rater)
         return self
@@ -101,10 +110,11 @@ def to_turn(log: Log, turn: LoggedTurn, now: float) -> Turn:
     """A client `Turn` from the log's view of it."""
     ended = turn.ended or {}
     done = ended.get("state") == "done"
+    state = turn.state(now)
     return Turn(
         id=turn.id,
         parent=turn.parent,
-        state=turn.state(now),
+        state=state,
         inputs=turn.inputs,
         outputs=turn.outputs if done else {},
         result=ended.get("value", turn.outputs.get("result")) if done else None,
@@ -118,7 +128,30 @@ def to_turn(log: Log, turn: LoggedTurn, now: float) -> Turn:
         made_by=dict(turn.record["made_by"]) if isinstance(turn.record.get("made_by"), dict) else None,
         started_at=turn.record.get("at"),
         ended_at=ended.get("at"),
+        approvals=[dict(a) for a in turn.unanswered()] if state == "waiting" else [],
+        unfinished=[_unfinished(t) for t in turn.unfinished()] if turn.ended is None else [],
+        steps=steps_of(turn),
     )
+
+
+def _unfinished(tool: dict[str, Any]) -> dict[str, Any]:
+    keys = ("invocation", "id", "name", "input", "site")
+    return {**{k: tool.get(k) for k in keys}, "started": tool.get("at")}
+
+
+def steps_of(turn: LoggedTurn) -> list[dict[str, Any]]:
+    """A turn's tool calls and results in the order they were recorded (either engine's records)."""
+    steps: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for record in sorted([*turn.replies, *turn.tools], key=lambda r: int(r.get("seq") or 0)):
+        if record.get("kind") == "reply":
+            calls = [c.as_json() for c in reply_calls(record.get("response"))]
+            if calls and str(record.get("key")) not in seen:
+                steps.append({"role": "assistant", "calls": calls})
+            seen.add(str(record.get("key")))
+        elif record.get("state") in ("done", "given"):
+            steps.append({"role": "tool", **{k: record.get(k) for k in ("id", "name", "invocation", "output")}})
+    return steps
 
 
 def find_turn(log: Log, turn: str, conversation: str) -> LoggedTurn:

@@ -108,3 +108,29 @@ async def model(step: Step[A, R], arg: A, *, summary: str) -> R:
         )
     except ActivityError as err:
         raise to_failure(from_failure(err)) from None
+
+
+TOOL_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+"""A tool's activity heartbeats every quarter second while it runs; silent this long, its worker is gone."""
+
+
+async def tool(step: Step[A, R], arg: A, *, timeout_s: float, attempts: int, summary: str) -> R:
+    """A tool call: its own activity, with the tool's own timeout and number of tries (a tool that may
+    change things is tried once unless it says otherwise); its failure as a coded `ApplicationError`."""
+    retry = RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        maximum_interval=timedelta(seconds=10),
+        maximum_attempts=attempts,
+        non_retryable_error_types=[ErrorCode.TURN_UNFINISHED],
+    )
+    try:
+        return await workflow.execute_activity_method(
+            step,
+            arg,
+            start_to_close_timeout=timedelta(seconds=timeout_s),
+            heartbeat_timeout=TOOL_HEARTBEAT_TIMEOUT,
+            retry_policy=retry,
+            summary=summary,
+        )
+    except ActivityError as err:
+        raise to_failure(from_failure(err)) from None

@@ -27,11 +27,13 @@ with workflow.unsafe.imports_passed_through():
         ConversationStatus,
         Ended,
         Interrupted,
+        Paused,
         PrepareResult,
         RenderResult,
         RunInput,
         RunResult,
         StopSend,
+        ToolRound,
         TurnError,
         TurnOutcome,
         TurnRef,
@@ -43,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
 
     from . import _calls
     from ._details import slim
+    from ._tools import Acting
     from ._upkeep import Attributes
 
 STOP_ONLY_EARLIER = "stop-drops-only-earlier-sends"
@@ -83,6 +86,7 @@ class Turns:
         self.this_run = 0
         self.last: TurnOutcome | None = state.outcomes[-1] if state.outcomes else None
         self._on_end = on_end
+        self.acting = Acting(self)
 
     def enqueue(self, send: TurnSend) -> None:
         """Queue a send. One with an over-long request id is dropped: no caller can wait for it (`wait`
@@ -169,6 +173,7 @@ class Turns:
         if placed.kind == "busy":
             if placed.turn in self.tasks:
                 self.blocked_on = placed.turn  # queue: wait for our own running turn
+                self.acting.wake(placed.turn)  # a turn waiting here may have been resumed elsewhere
             else:
                 await self._watch(placed.records)  # another writer's turn runs: wait for the log to move
             return
@@ -180,7 +185,12 @@ class Turns:
         if placed.outcome is not None:
             self.finish(placed.outcome)
         else:
-            self.tasks[placed.turn] = asyncio.create_task(self._drive(send, placed.turn, existing))
+            self.start(send, placed.turn, Yielded() if existing else None)
+
+    def start(self, send: TurnSend, turn: str, start: RunResult | None = None) -> None:
+        """Drive `turn` to its end in the background: a new turn (`start` None), one another writer
+        holds (`Yielded`), or one claimed again by hand (`Interrupted` with its attempt)."""
+        self.tasks[turn] = asyncio.create_task(self._drive(send, turn, start))
 
     async def _prepared(self, send: TurnSend) -> TurnSend:
         """With topics on, classify the send first (once, however often it waits)."""
@@ -203,21 +213,22 @@ class Turns:
 
     # ----- driving turns
 
-    async def _drive(self, send: TurnSend, turn: str, follow: bool) -> None:
+    async def _drive(self, send: TurnSend, turn: str, start: RunResult | None) -> None:
         """Run the turn to its end, then answer its send, whatever happened on the way."""
         try:
-            outcome = await self._to_end(send, turn, follow)
+            outcome = await self._to_end(send, turn, start)
         except ApplicationError as err:  # its end could not be written: the store stayed away too long
             outcome = TurnOutcome(request_id=send.request_id, turn=turn, state="failed", error=_error(err))
-        self.finish(outcome, new=not follow, inputs=send.inputs)
+        self.finish(outcome, new=start is None, inputs=send.inputs)
         if outcome.state == "done" and (send.context or self.state.config.context).summary is not None:
             task = asyncio.create_task(self._summarise(send, turn))
             self.background.add(task)
             task.add_done_callback(self.background.discard)
 
-    async def _to_end(self, send: TurnSend, turn: str, follow: bool) -> TurnOutcome:
+    async def _to_end(self, send: TurnSend, turn: str, start: RunResult | None) -> TurnOutcome:
         """Run the turn, or follow another writer that holds it, and claim it again if that writer's
-        lease runs out; a runner that gives up has the turn ended `failed` with its code."""
+        lease runs out; run its tools and wait for people as it asks; a runner that gives up has the
+        turn ended `failed` with its code."""
         config = self.state.config
         ref = TurnRef(
             store=config.store,
@@ -226,13 +237,16 @@ class Turns:
             request_id=send.request_id,
             store_id=config.store_id,
         )
-        result: RunResult = Yielded() if follow else Interrupted()
+        result: RunResult = start or Interrupted()
         while not isinstance(result, Ended):
             if isinstance(result, Yielded):
                 result = await _calls.follow(TranscriptActivities.follow_turn, ref)
                 continue
             try:
-                result = await self._run(send, turn, result.attempt)
+                if isinstance(result, ToolRound | Paused):
+                    result = await self.acting.next(ref, send, result)
+                else:
+                    result = await self._run(send, turn, result.attempt)
             except ApplicationError as err:
                 failed = ref.model_copy(update={"error": _error(err)})
                 outcome = await _calls.quick(TranscriptActivities.end_turn, failed, retry=_calls.END_RETRY)
@@ -309,6 +323,7 @@ class Turns:
                 await _calls.quick(TranscriptActivities.stop_turn, ref)
             except ApplicationError as err:
                 workflow.logger.warning("stop refused", extra={"turn": turn, "code": err.type})
+            self.acting.wake(turn)  # a waiting turn was abandoned: it ends now
 
     def _targets(self, stop: StopSend) -> list[str]:
         if stop.turn is not None:

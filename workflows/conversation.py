@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         TurnSend,
     )
     from core.records_models import ImportResult, ImportSend, SetupResult, SetupSend
+    from core.toolmodels import ActResult, TurnAction
 
     from . import _records
     from ._details import current_details
@@ -98,6 +99,11 @@ class ConversationWorkflow:
         answered = await self.turns.close()
         self.closed = True
         return answered
+
+    @workflow.update(name="act")
+    async def act(self, action: TurnAction) -> ActResult:
+        """Answer, resume or abandon a turn that waits for a person or was interrupted."""
+        return await self.turns.acting.act(action)
 
     @workflow.update(name="render")
     async def render(self, send: TurnSend) -> RenderResult:

@@ -12,6 +12,7 @@ conversations from the shell.
     threadline evaluate tutor --metric exact_match   # ask the rated rows again and score them
     threadline flow start alex order           # a guided flow: its first prompt; messages then answer it
     threadline list --state idle               # conversations from Temporal visibility
+    threadline approve shop-1 TURN [--deny]    # answer what a waiting turn asks; it goes on by itself
     threadline serve --port 8000               # the HTTP service
     threadline store copy default postgresql://db/threadline   # a folder store into PostgreSQL
 
@@ -35,7 +36,15 @@ from core import logs
 from core.errors import ThreadlineError
 from core.temporal import from_failure
 
-from . import chat, conversation_commands, flow_commands, learning_commands, serving, store_commands
+from . import (
+    acting_commands,
+    chat,
+    conversation_commands,
+    flow_commands,
+    learning_commands,
+    serving,
+    store_commands,
+)
 from .common import Command, close_opened
 from .output import Output
 
@@ -89,4 +98,5 @@ def build_parser() -> argparse.ArgumentParser:
     store_commands.add_commands(commands, common)
     learning_commands.add_commands(commands, common)
     flow_commands.add_commands(commands, common)
+    acting_commands.add_commands(commands, common)
     return parser

@@ -19,9 +19,10 @@ from temporalio.service import RPCError
 from core.errors import ErrorCode, ThreadlineError, is_code
 from core.settings import Settings
 from core.temporal import from_failure
+from threadline.acting import LiveTurn
 from threadline.reading import Turn
 
-from . import chat_flows, output
+from . import asking, chat_flows, output
 from .common import (
     Chat,
     InputLines,
@@ -46,6 +47,7 @@ HELP = f"""\
 {chat_flows.HELP}
 /help          this list
 /quit          end the chat (so does Ctrl-D)
+When a turn waits for a person, the chat asks: answer y (yes), or n and a reason (no).
 A TURN may be a full id or a short one as /show prints it. A line starting `//` sends the
 rest with one `/`. Ctrl-C stops the turn being answered; at the prompt it ends the chat."""
 
@@ -96,6 +98,8 @@ class ChatSession:
         self.lm = lm
         self.running: str | None = None
         """The turn being answered, which Ctrl-C stops."""
+        self.asking: LiveTurn | None = None
+        """A turn waiting for the person at the keyboard: the next line answers it."""
         self._stopping: tuple[str, asyncio.Task[None]] | None = None
         """The turn Ctrl-C asked to stop, and the task asking (held: the loop keeps only weak references)."""
         self._commands: dict[str, Callable[[str], Awaitable[None]]] = {
@@ -117,7 +121,9 @@ class ChatSession:
         if name in {"/quit", "/exit"}:
             return False
         try:
-            if name.startswith("/") and not name.startswith("//"):
+            if self.asking is not None and text and not name.startswith("/"):
+                await self._answer(self.asking, text)
+            elif name.startswith("/") and not name.startswith("//"):
                 await self._command(name, arg.strip())
             elif text:
                 await self.send(text[1:] if name.startswith("//") else text)
@@ -130,19 +136,40 @@ class ChatSession:
     async def send(self, message: str) -> None:
         """Send `message` as a turn, print its text as it arrives, then how it ended."""
         inputs = message_inputs(message, self.chat.config.program, self.settings)
+        placed = await self.chat.send(lm=self.lm, **inputs)
+        if self.out.json:
+            self.out.emit({"event": "placed", "turn": placed.id, "parent": placed.parent}, "")
+        await self._follow(placed.id, placed.result, placed.request_id)
+
+    async def _follow(self, turn_id: str | None, ended: Callable[[], Awaitable[Turn]], request_id: str) -> None:
+        """Print the turn's text as it arrives, then how it ended; ask when it waits for a person."""
         async with Progress.on_stderr() as progress:
-            placed = await self.chat.send(lm=self.lm, **inputs)
-            if self.out.json:
-                self.out.emit({"event": "placed", "turn": placed.id, "parent": placed.parent}, "")
-            progress.turn = self.running = placed.id
+            progress.turn = self.running = turn_id
             try:
-                streamed = await self._stream(placed.id, progress) if placed.id else ""
-                turn = await placed.result()
+                streamed = await self._stream(turn_id, progress) if turn_id else ""
+                turn = await ended()
             finally:
                 self.running = None
+        self.asking = turn if isinstance(turn, LiveTurn) and turn.state == "waiting" else None
+        if self.asking is not None:
+            self.out.emit({"event": "waiting", **turn.as_dict()}, asking.question(turn))
+            return
         self._ended(turn, streamed)
         if (turn.model or "").startswith("flow:"):  # a guided flow's turn: print what it collected once done
-            await chat_flows.print_collected(self, placed.request_id)
+            await chat_flows.print_collected(self, request_id)
+
+    async def _answer(self, turn: LiveTurn, line: str) -> None:
+        """The person answered the waiting turn: yes or no (with a reason); then follow it again."""
+        yes, reason = asking.answer_of(line)
+        answered = await (turn.approve(wait=False) if yes else turn.deny(reason=reason, wait=False))
+        self.asking = None
+
+        async def ended() -> Turn:
+            if answered.request_id:
+                await self.chat.outcome(answered.request_id)
+            return await self.chat.turn(turn.id)
+
+        await self._follow(turn.id, ended, answered.request_id or "")
 
     async def _stream(self, turn: str, progress: Progress) -> str:
         """Print the turn's text as it arrives; return the last text printed (empty: none)."""

@@ -25,7 +25,8 @@ _SEND_EPILOG = """\
 MESSAGE is the program's input: for `tutor`, its `message`. For a program whose input is not
 a single text, give a JSON object of its inputs by name, e.g.
   threadline send quiz-1 '{"topic": "fractions", "level": 2}' --program quiz
-(programs come from THREADLINE_PROGRAMS). Exit status 1 when the turn did not end `done`."""
+(programs come from THREADLINE_PROGRAMS). Exit status 1 when the turn did not end `done` (or wait
+for a person: then it lists what the turn asks; answer with `threadline approve`)."""
 
 
 def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None:
@@ -47,7 +48,9 @@ def _add_send(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     send.add_argument("message", metavar="MESSAGE", help="the input, or a JSON object of inputs")
     send.add_argument("--request-id", metavar="R", help="an idempotency key: the same R is one turn")
     send.add_argument("--from", dest="from_turn", metavar="TURN", help="continue after exactly TURN (a branch)")
-    send.add_argument("--sends", choices=("queue", "refuse", "branch"), default="queue", help="while a turn runs")
+    send.add_argument(
+        "--sends", choices=("queue", "refuse", "branch", "interrupt"), default="queue", help="while a turn runs"
+    )
     send.add_argument("--lm", metavar="MODEL", help="the model for this turn (default THREADLINE_MODEL)")
     send.add_argument("--no-wait", action="store_true", help="print the turn id once placed; do not wait")
     send.set_defaults(run=run_send)
@@ -133,9 +136,11 @@ async def run_send(args: argparse.Namespace, out: Output) -> int:
         if not out.json and handle.id is not None:
             streamed = await _print_stream(chat, handle.id, out, progress)
         outcome = await chat.outcome(handle.request_id)
-    text = output.outcome_text(outcome, out, answer=not streamed)
+    text = "\n".join(
+        filter(None, [output.outcome_text(outcome, out, answer=not streamed), output.approvals_text(outcome.approvals)])
+    )
     out.emit({"conversation": chat.id, **outcome.model_dump(mode="json")}, text)
-    return 0 if outcome.state == "done" else 1
+    return 0 if outcome.state in ("done", "waiting") else 1
 
 
 async def _print_stream(chat: Chat, turn: str, out: Output, progress: Progress) -> bool:

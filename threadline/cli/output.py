@@ -136,6 +136,16 @@ def outcome_text(outcome: TurnOutcome, out: Output, *, answer: bool = True) -> s
     return fields(rows)
 
 
+def approvals_text(approvals: Sequence[Mapping[str, Any]]) -> str:
+    """What a waiting turn asks, one line each: `? refund {"order": "7"}  (changes; invocation 2 at shop#1)`."""
+    lines = []
+    for a in approvals:
+        where = f"{a.get('effects') or 'effects unknown'}; invocation {a.get('invocation')} at {a.get('site')}"
+        asked = f"? {a.get('name')} {trim(dumps(a.get('input')), RESULT_WIDTH)}  ({where})"
+        lines.append(asked + (f"\n  {a['question']}" if a.get("question") else ""))
+    return "\n".join(lines)
+
+
 def short_id(turn: str) -> str:
     """`0193a1b2…7c4e`: a UUIDv7's first 8 characters (its time, to about a minute) and last 4 (random)."""
     return turn if len(turn) <= 13 else f"{turn[:8]}…{turn[-4:]}"
@@ -147,6 +157,9 @@ def tree(turns: Sequence[Turn]) -> list[dict[str, Any]]:
     nodes: dict[str, dict[str, Any]] = {
         t.id: {"id": t.id, "state": t.state, "input": input_text(t.inputs), "children": []} for t in turns
     }
+    for t in turns:
+        if t.approvals:
+            nodes[t.id]["approvals"] = t.approvals
     roots: list[dict[str, Any]] = []
     for t in turns:
         parent = nodes.get(t.parent) if t.parent else None
@@ -167,6 +180,7 @@ def tree_text(roots: Sequence[Mapping[str, Any]], head: str | None, out: Output)
         mark = "*" if node["id"] == head else " "
         state = out.state(node["state"], len("abandoned"))
         lines.append(f"{mark} {lead}{short_id(node['id'])}  {state}  {trim(node['input'], INPUT_WIDTH)}".rstrip())
+        lines += [f"  {rest}   {line}" for line in approvals_text(node.get("approvals") or []).splitlines()]
         children = node["children"]
         stack += [(children[0], rest, rest)] if len(children) == 1 else _branches(children, rest)
     return "\n".join(lines)

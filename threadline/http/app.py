@@ -33,6 +33,7 @@ from .learning import router as learning_router
 from .middleware import STATUS, APIKey, Auth, BodyLimit, RequestLog, on_error, on_http_error
 from .records import router as records
 from .routes import probes, router
+from .turn_routes import acting
 
 logger = structlog.get_logger(__name__)
 
@@ -129,6 +130,7 @@ def create_app(
     app.include_router(router)
     app.include_router(learning_router)
     app.include_router(article.router)
+    app.include_router(acting)
     app.include_router(probes)
     for kind in (ThreadlineError, RequestValidationError, RPCError, WorkflowUpdateFailedError):
         app.add_exception_handler(kind, on_error)

@@ -7,7 +7,7 @@ so `/docs` shows it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -82,8 +82,10 @@ class TurnRequest(RequestBody):
     lm: str | None = None
     program: str = "tutor"
     context: ContextRequest | None = None
+    approve: Literal["changes", "all"] | list[str] | None = None
+    """Which tool calls ask a person first, for this turn only (`[]`: none; unset: the program's rule)."""
     wait: bool = False
-    """Answer 200 with the outcome once the turn ended, instead of 202 once it is placed."""
+    """Answer 200 with the outcome once the turn ended (or waits for a person), instead of 202 once placed."""
 
     @model_validator(mode="after")
     def _one_input(self) -> TurnRequest:

@@ -30,7 +30,7 @@ from threadline.transcript import DEFAULT_PROGRAM, article_view
 from . import bodies as m
 from .middleware import APIKey
 
-_RESERVED_INPUTS = frozenset({"request_id", "lm"})
+_RESERVED_INPUTS = frozenset({"request_id", "lm", "approve"})
 MAX_OFFSET_DIGITS = 18
 """A stream offset is a byte count: more digits than this is no offset the stream gave."""
 
@@ -132,11 +132,11 @@ async def send_turn(chat: Chat, body: m.TurnRequest, response: Response) -> m.Pl
 
 async def _send(chat: Conversation, body: m.TurnRequest) -> TurnHandle:
     if body.message is not None:
-        return await chat.send(body.message, request_id=body.request_id, lm=body.lm)
+        return await chat.send(body.message, request_id=body.request_id, lm=body.lm, approve=body.approve)
     inputs = body.inputs or {}
     if clash := sorted(_RESERVED_INPUTS & inputs.keys()):
         raise ThreadlineError(ErrorCode.INPUTS_INVALID, f"inputs named {', '.join(clash)} cannot be sent over HTTP")
-    return await chat.send(request_id=body.request_id, lm=body.lm, **inputs)
+    return await chat.send(request_id=body.request_id, lm=body.lm, approve=body.approve, **inputs)
 
 
 @router.get("/{conversation_id}")
@@ -158,7 +158,8 @@ async def list_turns(
 ) -> list[Turn]:
     """The turns from the first to the head (`all`: every turn of every branch, in the order they were
     sent); `limit` with `after` or `before` (a turn id of the list) pages through a long one."""
-    return await chat.turns(all, limit=limit, after=after, before=before)
+    found: list[Turn] = list(await chat.turns(all, limit=limit, after=after, before=before))
+    return found
 
 
 @router.get("/{conversation_id}/turns/{turn}")

@@ -1,0 +1,238 @@
+"""Turns that act: their tool rounds, their waits for a person, and acting on them by hand.
+
+A model step that asks for tools comes back as a `ToolRound`: each call runs as its own activity
+(its own timeout, tries and heartbeat), then the model step runs again. A turn that needs a person
+comes back `Paused`: it then waits on the `act` update (answers, resumes, abandonments), a durable
+timer for its optional expiry, and a slow look at the log (5 min... an hour apart) for what another
+process (functai) recorded; no worker does anything meanwhile, for as long as it takes.
+Deterministic; every side effect is an activity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from datetime import timedelta
+from typing import Protocol
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.toolcalls import ToolActivities
+    from activities.waiting import WaitingActivities
+    from core.errors import ErrorCode, ThreadlineError
+    from core.models import (
+        Begun,
+        ConversationState,
+        Interrupted,
+        Paused,
+        RunResult,
+        ToolRound,
+        TurnError,
+        TurnOutcome,
+        TurnRef,
+        TurnSend,
+    )
+    from core.temporal import from_failure, to_failure
+    from core.toolmodels import ActResult, ToolInput, TurnAction, WaitCheck
+
+    from . import _calls
+
+
+class TurnTable(Protocol):
+    """What acting needs of the run's turn table (`_turns.Turns`)."""
+
+    state: ConversationState
+    begun: dict[str, Begun]
+    tasks: dict[str, asyncio.Task[None]]
+    outcomes: OrderedDict[str, TurnOutcome]
+    blocked_on: str | None
+    last: TurnOutcome | None
+
+    def start(self, send: TurnSend, turn: str, start: RunResult | None = None) -> None:
+        """Drive `turn` to its end in the background."""
+        ...
+
+
+LONGEST_CHECK = timedelta(hours=1)
+"""While a turn waits, the log is read at most this far apart (the first look comes after `waiting_check_s`)."""
+
+
+class Acting:
+    """The turns of one run that act or wait: tool rounds, waits, and what people do about them."""
+
+    def __init__(self, turns: TurnTable) -> None:
+        self.turns = turns
+        self.held: dict[str, str] = {}
+        """The turns waiting here, with the request id their outcome is kept under."""
+        self.wakes: dict[str, int] = {}
+        self.claimed: dict[str, int] = {}
+        """Turns claimed again by a resume by hand, with the attempt that goes on."""
+
+    def wake(self, turn: str) -> None:
+        """Make a waiting turn look at the log now (something was answered, resumed or stopped)."""
+        self.wakes[turn] = self.wakes.get(turn, 0) + 1
+
+    async def next(self, ref: TurnRef, send: TurnSend, result: ToolRound | Paused) -> RunResult:
+        """After a model step that did not end the turn: run its tools, or wait for a person."""
+        if isinstance(result, ToolRound):
+            await self._round(ref, send, result)
+            return Interrupted(attempt=result.attempt)  # the model step again, with the attempt held
+        return await self._wait(ref, send, result)
+
+    async def _round(self, ref: TurnRef, send: TurnSend, round: ToolRound) -> None:
+        """Run the round's calls in order, each its own activity; a call that cannot run is recorded so
+        (the model is told), and the model step decides what follows."""
+        config = self.turns.state.config
+        for call in round.calls:
+            tool = ToolInput(
+                store=config.store,
+                conversation=config.conversation,
+                store_id=config.store_id,
+                program=send.program or config.program,
+                turn=ref.turn,
+                attempt=round.attempt,
+                call=call,
+            )
+            summary = f"tool {call.name} (call {call.invocation})"
+            try:
+                done = await _calls.tool(
+                    ToolActivities.run_tool, tool, timeout_s=call.timeout_s, attempts=call.attempts, summary=summary
+                )
+            except ApplicationError as err:
+                failed = tool.model_copy(update={"error": _error(err)})
+                await _calls.quick(ToolActivities.fail_tool, failed)
+                return
+            if done.state != "done":
+                return
+
+    async def _wait(self, ref: TurnRef, send: TurnSend, paused: Paused) -> RunResult:
+        """Wait for a person (or another writer) to move the turn on; the first answer that settles it wins."""
+        turn, config = ref.turn, self.turns.state.config
+        self.held[turn] = send.request_id
+        self._note(send, ref, paused)
+        if self.turns.blocked_on == turn:  # a send queued behind it is refused now (format-1.md 4.4)
+            self.turns.blocked_on = None
+        deadline = workflow.now() + timedelta(seconds=config.approval_timeout_s) if config.approval_timeout_s else None
+        pause = timedelta(seconds=config.waiting_check_s)
+        woken = turn in self.wakes  # answered (or stopped) before its wait began: look at once
+        try:
+            while True:
+                left = pause if deadline is None else min(pause, max(deadline - workflow.now(), timedelta(0)))
+                if not woken and not await self._woken(turn, left):
+                    pause = min(pause * 2, LONGEST_CHECK)
+                woken = False
+                if turn in self.claimed:
+                    return Interrupted(attempt=self.claimed.pop(turn))
+                expired = deadline is not None and workflow.now() >= deadline
+                result = await self._look(ref, send.request_id, paused.attempt, expired)
+                if turn in self.claimed:
+                    return Interrupted(attempt=self.claimed.pop(turn))
+                if not isinstance(result, Paused):
+                    return result
+                paused = result
+        finally:
+            self.held.pop(turn, None)
+            self._unnote(send.request_id)
+
+    async def _look(self, ref: TurnRef, request_id: str, attempt: int, expired: bool) -> RunResult:
+        """Read how the waiting turn stands (a local activity: no worker is held between looks)."""
+        check = WaitCheck(
+            store=ref.store,
+            conversation=ref.conversation,
+            store_id=ref.store_id,
+            turn=ref.turn,
+            request_id=request_id,
+            attempt=attempt,
+            expired=expired,
+        )
+        return await _calls.quick(WaitingActivities.check_waiting, check, summary="look at a waiting turn")
+
+    async def _woken(self, turn: str, within: timedelta) -> bool:
+        """Wait until `turn` is woken (True) or `within` passes (False): a durable timer, no worker."""
+        seen = self.wakes.get(turn, 0)
+        try:
+            await workflow.wait_condition(
+                lambda: self.wakes.get(turn, 0) != seen, timeout=within, timeout_summary="waiting for a person"
+            )
+        except TimeoutError:
+            return False
+        return True
+
+    def _note(self, send: TurnSend, ref: TurnRef, paused: Paused) -> None:
+        """Callers waiting for the send learn that its turn waits (and for what) at once."""
+        placed = self.turns.begun.get(send.request_id)
+        outcome = TurnOutcome(
+            request_id=send.request_id,
+            turn=ref.turn,
+            parent=placed.parent if placed else None,
+            state="waiting",
+            approvals=paused.approvals,
+        )
+        self.turns.outcomes[outcome.request_id] = outcome  # not an end: `_unnote` takes it back
+        self.turns.last = outcome
+
+    def _unnote(self, request_id: str) -> None:
+        """The turn no longer waits: callers wait for its end again."""
+        noted = self.turns.outcomes.get(request_id)
+        if noted is not None and noted.state == "waiting":
+            del self.turns.outcomes[request_id]
+
+    # ----- acting by hand (the `act` update)
+
+    async def act(self, action: TurnAction) -> ActResult:
+        """Answer, resume or abandon a turn; a refusal raises its coded error, with nothing recorded."""
+        action = self._scoped(action)
+        turn = action.turn
+        if action.kind in ("approve", "deny"):
+            result = await _calls.quick(WaitingActivities.answer_turn, action, summary=f"{action.kind} turn")
+            self.wake(turn)
+            if result.pending or not action.resume:
+                return result
+            if turn in self.held:  # it goes on by itself: callers wait for its end again
+                self._unnote(self.held[turn])
+                return result.model_copy(update={"request_id": self.held[turn]})
+            if turn in self.turns.tasks:  # about to wait here: it looks at the log first
+                return result.model_copy(update={"request_id": self._sent(turn)})
+            return await self._adopt(action)
+        if action.kind == "abandon":
+            result = await _calls.quick(WaitingActivities.abandon_turn, action, summary="abandon turn")
+            self.wake(turn)
+            return result
+        if turn in self.held:
+            result = await _calls.quick(WaitingActivities.resume_turn, action, summary="resume turn")
+            self.claimed[turn] = result.attempt
+            self.wake(turn)
+            self._unnote(self.held[turn])
+            return result.model_copy(update={"request_id": self.held[turn]})
+        return await self._adopt(action)
+
+    def _sent(self, turn: str) -> str | None:
+        """The request id of the send this run placed as `turn`."""
+        return next((rid for rid, placed in self.turns.begun.items() if placed.turn == turn), None)
+
+    def _scoped(self, action: TurnAction) -> TurnAction:
+        config = self.turns.state.config
+        return action.model_copy(
+            update={"store": config.store, "conversation": config.conversation, "store_id": config.store_id}
+        )
+
+    async def _adopt(self, action: TurnAction) -> ActResult:
+        """Resume a turn nothing here runs (functai left it, or an earlier run of this workflow): claim it,
+        then run it to its end like a turn of this run, its outcome kept under the action's request id."""
+        if action.turn in self.turns.tasks:
+            raise to_failure(ThreadlineError(ErrorCode.TURN_STATE, f"turn {action.turn} is running here"))
+        result = await _calls.quick(WaitingActivities.resume_turn, action, summary="resume turn")
+        request_id = action.request_id or result.request_id or action.turn
+        self._unnote(request_id)
+        send = TurnSend(request_id=request_id, inputs={}, program=action.program)
+        self.turns.begun[request_id] = Begun(
+            request_id=request_id, turn=action.turn, parent=result.parent, existing=True
+        )
+        self.turns.start(send, action.turn, Interrupted(attempt=result.attempt))
+        return result.model_copy(update={"request_id": request_id})
+
+
+def _error(err: ApplicationError) -> TurnError:
+    return TurnError.of(from_failure(err))
