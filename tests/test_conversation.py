@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.worker import Worker
 
 from activities.language_model import OfflineModel
@@ -231,3 +231,21 @@ async def test_a_send_with_no_worker_answers_unavailable_and_is_kept(
     async with build_worker(client, settings):
         outcome = await chat.outcome("kept")
     assert "done" == outcome.state
+
+
+@pytest.mark.parametrize("update", ["wait", "begun"])
+async def test_asking_about_a_send_nobody_made_is_turn_unknown(
+    tl: Threadline, client: Client, worker: Worker, cid: str, update: str
+) -> None:
+    """`wait` and `begun` refuse a request id the conversation never saw (and one over 200 characters)."""
+    chat = tl.conversation("tutor", id=cid)
+    await chat.predict("hello")
+    handle = client.get_workflow_handle(workflow_id("default", cid))
+
+    with pytest.raises(WorkflowUpdateFailedError) as unknown:
+        await handle.execute_update(update, "never-sent")
+    with pytest.raises(WorkflowUpdateFailedError) as too_long:
+        await handle.execute_update(update, "x" * 201)
+
+    assert "turn-unknown" == getattr(unknown.value.cause, "type", None)
+    assert "invalid-request" == getattr(too_long.value.cause, "type", None)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -18,7 +17,6 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.llm import LLMActivities
     from activities.transcript import TranscriptActivities
-    from core.errors import ErrorCode
     from core.models import (
         MAX_REQUEST_ID,
         BeginInput,
@@ -43,15 +41,11 @@ with workflow.unsafe.imports_passed_through():
     )
     from core.temporal import from_failure, to_failure
 
-    from . import _calls
+    from . import _calls, _control
     from ._details import slim
     from ._tools import Acting
     from ._upkeep import Attributes
 
-STOP_ONLY_EARLIER = "stop-drops-only-earlier-sends"
-CLOSE_PATIENCE = timedelta(seconds=30)
-"""How long closing waits for its stopped turns to end (their runners see the stop within 0.25 s)."""
-CLOSED_MESSAGE = "the conversation was closed before this send was placed; send it again to reopen it"
 KEPT_OUTCOMES = 200
 CARRIED_OUTCOMES = 20
 """Recent outcomes continue-as-new carries, without outputs; older request ids are found in the log."""
@@ -84,6 +78,8 @@ class Turns:
         self.background: set[asyncio.Task[None]] = set()
         self.blocked_on: str | None = None
         self.this_run = 0
+        self.closed = False
+        """A close was asked for and carried out: the run ends once its handlers are done."""
         self.last: TurnOutcome | None = state.outcomes[-1] if state.outcomes else None
         self._on_end = on_end
         self.acting = Acting(self)
@@ -284,67 +280,29 @@ class Turns:
         self.last = outcome
         self._on_end(outcome, inputs)
 
-    # ----- stops, closing, the head, renders
+    # ----- stops, closing, the head, renders (workflows/_control.py)
 
     def refuse_queued(self) -> int:
         """Answer every queued send `conversation-closed`; return how many there were."""
-        queued = list(self.state.pending)
-        self.state.pending.clear()
-        closed = TurnError(code=ErrorCode.CONVERSATION_CLOSED, message=CLOSED_MESSAGE)
-        for send in queued:
-            self.finish(TurnOutcome(request_id=send.request_id, state="refused", error=closed))
-        return len(queued)
+        return _control.refuse_queued(self)
 
     async def close(self) -> int:
-        """Answer every queued send `conversation-closed`, stop the running turns, and wait (a while)
-        for them and the summaries being made to end; return how many sends were answered so."""
-        queued = self.refuse_queued()
-        await self.stop(StopSend(), 0)
-        try:
-            await workflow.wait_condition(lambda: not (self.tasks or self.background), timeout=CLOSE_PATIENCE)
-        except TimeoutError:
-            workflow.logger.warning("closed with turns still running", extra={"running": len(self.tasks)})
-        return queued
+        """Answer the queued sends, stop the running turns, wait for them; how many sends were answered."""
+        answered = await _control.close(self)
+        self.closed = True
+        return answered
 
     async def stop(self, stop: StopSend, queued: int) -> None:
-        """Drop the sends queued before the stop came (they record nothing; `queued` of them), and stop
-        turns through the log, where the running activity (ours or a functai process's) sees the `stop`
-        record within 0.25 s."""
-        # A send signalled after the stop stays queued. Runs from before kept the old rule.
-        before = self.state.pending[:queued] if workflow.patched(STOP_ONLY_EARLIER) else self.state.pending
-        if stop.turn is None:
-            for send in [s for s in before if stop.request_id in (None, s.request_id)]:
-                self.state.pending.remove(send)
-                self.finish(TurnOutcome(request_id=send.request_id, state="stopped"))
-        config = self.state.config
-        for turn in self._targets(stop):
-            ref = TurnRef(store=config.store, conversation=config.conversation, turn=turn, store_id=config.store_id)
-            try:
-                await _calls.quick(TranscriptActivities.stop_turn, ref)
-            except ApplicationError as err:
-                workflow.logger.warning("stop refused", extra={"turn": turn, "code": err.type})
-            self.acting.wake(turn)  # a waiting turn was abandoned: it ends now
-
-    def _targets(self, stop: StopSend) -> list[str]:
-        if stop.turn is not None:
-            return [stop.turn]
-        if stop.request_id is not None:
-            placed = self.begun.get(stop.request_id)
-            return [placed.turn] if placed is not None and placed.turn in self.tasks else []
-        return sorted(self.tasks)
+        """Drop the sends queued before the stop came, and stop the turns it names through the log."""
+        await _control.stop(self, stop, queued)
 
     async def move_head(self, turn: str) -> None:
         """Move the conversation's head to `turn` (a `head` record)."""
-        config = self.state.config
-        ref = TurnRef(store=config.store, conversation=config.conversation, turn=turn, store_id=config.store_id)
-        await _calls.quick(TranscriptActivities.move_head, ref)
+        await _control.move_head(self, turn)
 
     async def render(self, send: TurnSend) -> RenderResult:
         """The request `send` would make now, once the summaries being made have landed."""
-        await workflow.wait_condition(lambda: not self.background)
-        return await _calls.model(
-            LLMActivities.render_turn, BeginInput(config=self.state.config, send=send), summary="render"
-        )
+        return await _control.render(self, send)
 
 
 def _error(err: ApplicationError) -> TurnError:

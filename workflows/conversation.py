@@ -52,7 +52,6 @@ class ConversationWorkflow:
         self.merges = Merges(self.turns)
         self.guided = Flows(self.state, self.turns, self.merges)
         self.upkeep = Upkeep(self.state.config)
-        self.closed = False
         self._quiet = lambda: self._idle() and not self.guided.armed()  # may close: no flow timer would be lost
 
     @workflow.signal(name="turn")
@@ -81,12 +80,10 @@ class ConversationWorkflow:
         return await self.turns.placed(request_id)
 
     @wait.validator
-    def _wait_known(self, request_id: str) -> None:
+    def _known(self, request_id: str) -> None:
         _check_known(self.turns.known(request_id), request_id)
 
-    @begun.validator
-    def _begun_known(self, request_id: str) -> None:
-        _check_known(self.turns.known(request_id), request_id)
+    begun.validator(_known)
 
     @workflow.update(name="head")
     async def head(self, turn: str) -> None:
@@ -96,9 +93,7 @@ class ConversationWorkflow:
     @workflow.update(name="close")
     async def close(self) -> int:
         """Close: queued sends are answered `conversation-closed`, running turns stop, the run ends."""
-        answered = await self.turns.close()
-        self.closed = True
-        return answered
+        return await self.turns.close()
 
     @workflow.update(name="act")
     async def act(self, action: TurnAction) -> ActResult:
@@ -139,7 +134,7 @@ class ConversationWorkflow:
         while True:
             await upkeep.publish_when_quiet(self.turns.attributes, is_idle=self._idle, has_work=self._has_work)
             await workflow.wait_condition(self._wakes)
-            if self.closed or (upkeep.closing and self._idle() and not self._has_work()):
+            if self.turns.closed or (upkeep.closing and self._idle() and not self._has_work()):
                 if ended := await self._ending():
                     return ended
                 continue
@@ -158,18 +153,18 @@ class ConversationWorkflow:
     def _wakes(self) -> bool:
         idle = self._idle()
         stale = self.upkeep.stale(self.turns.attributes(), idle=idle)
-        return self._has_work() or self.closed or (self.upkeep.closing and idle) or stale
+        return self._has_work() or self.turns.closed or (self.upkeep.closing and idle) or stale
 
     async def _ending(self) -> str | None:
         """End the run, closed or idle long enough, unless sends came meanwhile (then it goes on)."""
-        why = "closed" if self.closed else "idle"
+        why = "closed" if self.turns.closed else "idle"
         if await self._drained():
             workflow.logger.info("conversation ended", extra={"why": why})
             self.upkeep.publish(self.turns.attributes(), force=True)
             return why
         if why == "idle":
             self.upkeep.restart_clock(self._quiet)
-        self.closed = False  # sent after the close: the conversation reopened, serve them
+        self.turns.closed = False  # sent after the close: the conversation reopened, serve them
         return None
 
     def _idle(self) -> bool:

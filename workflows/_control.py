@@ -1,0 +1,119 @@
+"""Stopping, closing, moving the head and rendering: what the turn table does besides placing and
+driving turns. Functions over a `Turns` (workflows/_turns.py), deterministic like it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Protocol
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.llm import LLMActivities
+    from activities.transcript import TranscriptActivities
+    from core.errors import ErrorCode
+    from core.models import (
+        BeginInput,
+        Begun,
+        ConversationState,
+        RenderResult,
+        StopSend,
+        TurnError,
+        TurnOutcome,
+        TurnRef,
+        TurnSend,
+    )
+
+    from . import _calls
+    from ._tools import Acting
+
+
+class Turns(Protocol):
+    """What these functions need of the turn table (`workflows._turns.Turns`)."""
+
+    state: ConversationState
+    tasks: dict[str, asyncio.Task[None]]
+    background: set[asyncio.Task[None]]
+    begun: dict[str, Begun]
+    acting: Acting
+
+    def finish(self, outcome: TurnOutcome, *, new: bool = False, inputs: Mapping[str, object] | None = None) -> None:
+        """Record how a send ended."""
+        ...
+
+
+STOP_ONLY_EARLIER = "stop-drops-only-earlier-sends"
+CLOSE_PATIENCE = timedelta(seconds=30)
+"""How long closing waits for its stopped turns to end (their runners see the stop within 0.25 s)."""
+CLOSED_MESSAGE = "the conversation was closed before this send was placed; send it again to reopen it"
+
+
+def refuse_queued(turns: Turns) -> int:
+    """Answer every queued send `conversation-closed`; return how many there were."""
+    queued = list(turns.state.pending)
+    turns.state.pending.clear()
+    closed = TurnError(code=ErrorCode.CONVERSATION_CLOSED, message=CLOSED_MESSAGE)
+    for send in queued:
+        turns.finish(TurnOutcome(request_id=send.request_id, state="refused", error=closed))
+    return len(queued)
+
+
+async def close(turns: Turns) -> int:
+    """Answer every queued send `conversation-closed`, stop the running turns, and wait (a while)
+    for them and the summaries being made to end; return how many sends were answered so."""
+    queued = refuse_queued(turns)
+    await stop(turns, StopSend(), 0)
+    try:
+        await workflow.wait_condition(lambda: not (turns.tasks or turns.background), timeout=CLOSE_PATIENCE)
+    except TimeoutError:
+        workflow.logger.warning("closed with turns still running", extra={"running": len(turns.tasks)})
+    return queued
+
+
+async def stop(turns: Turns, stop: StopSend, queued: int) -> None:
+    """Drop the sends queued before the stop came (they record nothing; `queued` of them), and stop
+    turns through the log, where the running activity (ours or a functai process's) sees the `stop`
+    record within 0.25 s."""
+    # A send signalled after the stop stays queued. Runs from before kept the old rule.
+    pending = turns.state.pending
+    before = pending[:queued] if workflow.patched(STOP_ONLY_EARLIER) else pending
+    if stop.turn is None:
+        for send in [s for s in before if stop.request_id in (None, s.request_id)]:
+            pending.remove(send)
+            turns.finish(TurnOutcome(request_id=send.request_id, state="stopped"))
+    for turn in _targets(turns, stop):
+        try:
+            await _calls.quick(TranscriptActivities.stop_turn, _ref(turns, turn))
+        except ApplicationError as err:
+            workflow.logger.warning("stop refused", extra={"turn": turn, "code": err.type})
+        turns.acting.wake(turn)  # a waiting turn was abandoned: it ends now
+
+
+def _targets(turns: Turns, stop: StopSend) -> list[str]:
+    if stop.turn is not None:
+        return [stop.turn]
+    if stop.request_id is not None:
+        placed = turns.begun.get(stop.request_id)
+        return [placed.turn] if placed is not None and placed.turn in turns.tasks else []
+    return sorted(turns.tasks)
+
+
+def _ref(turns: Turns, turn: str) -> TurnRef:
+    config = turns.state.config
+    return TurnRef(store=config.store, conversation=config.conversation, turn=turn, store_id=config.store_id)
+
+
+async def move_head(turns: Turns, turn: str) -> None:
+    """Move the conversation's head to `turn` (a `head` record)."""
+    await _calls.quick(TranscriptActivities.move_head, _ref(turns, turn))
+
+
+async def render(turns: Turns, send: TurnSend) -> RenderResult:
+    """The request `send` would make now, once the summaries being made have landed."""
+    await workflow.wait_condition(lambda: not turns.background)
+    return await _calls.model(
+        LLMActivities.render_turn, BeginInput(config=turns.state.config, send=send), summary="render"
+    )
