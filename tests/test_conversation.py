@@ -92,6 +92,26 @@ async def test_queue_waits_for_the_running_turn(tl: Threadline, client: Client, 
     assert first.id == done[1].parent
 
 
+async def test_more_callers_than_updates_in_flight_all_get_their_answer(
+    tl: Threadline, client: Client, settings: Settings, cid: str
+) -> None:
+    """Temporal lets 10 updates be in flight per workflow; 14 callers of one conversation at once each
+    get their own answer (the 4 without a slot wait for one), and no send is placed twice."""
+    hold = asyncio.Event()
+    async with build_worker(client, settings, providers=held(hold)):
+        chat = tl.conversation("tutor", id=cid)
+        first = await chat.send("first")
+        callers = [asyncio.ensure_future(tl.conversation("tutor", id=cid).predict(f"q{i}")) for i in range(14)]
+        await asyncio.sleep(1.0)
+        hold.set()
+        answered = await asyncio.gather(*callers)
+        await first.result()
+
+    assert 14 == len({turn.id for turn in answered})
+    assert [f"q{i}" for i in range(14)] == [turn.inputs["message"] for turn in answered]
+    assert 15 == len(await chat.turns(all=True))
+
+
 async def test_refuse_answers_busy_and_records_nothing(
     tl: Threadline, client: Client, settings: Settings, cid: str
 ) -> None:
@@ -214,23 +234,46 @@ async def test_a_stop_drops_only_the_sends_queued_before_it(
     assert ("stopped", "done") == (early.state, late.state)
 
 
+@pytest.mark.parametrize("method", ["send", "predict"])
 async def test_a_send_with_no_worker_answers_unavailable_and_is_kept(
-    tl: Threadline, client: Client, settings: Settings, cid: str
+    tl: Threadline, client: Client, settings: Settings, cid: str, method: str
 ) -> None:
     """No worker polls: the caller hears `server-unavailable` within seconds instead of hanging, and the
-    send, already durable, runs once a worker starts (the same request id gets its answer)."""
+    send, already durable, runs once a worker starts (the same request id gets its answer, one turn)."""
     chat = tl.conversation("tutor", id=cid)
     started = asyncio.get_running_loop().time()
 
     with pytest.raises(ThreadlineError) as refused:
-        await chat.send("while nobody works", request_id="kept")
+        await getattr(chat, method)("while nobody works", request_id="kept")
     waited = asyncio.get_running_loop().time() - started
 
     assert ("server-unavailable", True) == (refused.value.code, refused.value.retryable)
     assert waited < 10
     async with build_worker(client, settings):
         outcome = await chat.outcome("kept")
-    assert "done" == outcome.state
+        again = await chat.predict("while nobody works", request_id="kept")
+    assert ("done", outcome.turn) == (outcome.state, again.id)
+    assert 1 == len(await chat.turns())
+
+
+@pytest.mark.parametrize("update", ["send", "place"])
+async def test_the_sending_updates_queue_a_request_id_once(
+    tl: Threadline, client: Client, worker: Worker, cid: str, update: str
+) -> None:
+    """`send` and `place` (signal and wait in one update) place a request id once however often they are
+    asked, and refuse an id over 200 characters with `invalid-request`, queueing nothing."""
+    chat = tl.conversation("tutor", id=cid)
+    await chat.predict("hello")
+    handle = client.get_workflow_handle(workflow_id("default", cid))
+    send = chat.sent({"message": "twice"}, request_id="once", lm=None)
+
+    first, second = await asyncio.gather(*(handle.execute_update(update, send, result_type=dict) for _ in "ab"))
+    with pytest.raises(WorkflowUpdateFailedError) as too_long:
+        await handle.execute_update(update, send.model_copy(update={"request_id": "x" * 201}))
+
+    assert first["turn"] == second["turn"] is not None
+    assert "invalid-request" == getattr(too_long.value.cause, "type", None)
+    assert 2 == len(await chat.turns())
 
 
 @pytest.mark.parametrize("update", ["wait", "begun"])

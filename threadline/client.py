@@ -6,14 +6,17 @@
     turn = await chat.send("What is 1/2 + 1/3?")   # placed: its id is known before the answer
     print((await turn.result()).result)
 
-Sends are `turn` signals with signal-with-start (durable even while no worker runs); answers
-come back through the `wait` update. Reading turns reads the store's record log through one
-`ConversationLog` per conversation, so nothing of the transcript passes through Temporal.
+A send and the wait for its answer (or for its placed turn) are one update-with-start (`send`,
+`place`); when no worker accepts it within seconds, the send goes as a `turn` signal with
+signal-with-start (durable even while no worker runs) and the `wait` update asks for its answer.
+Reading turns reads the store's record log through one `ConversationLog` per conversation, so
+nothing of the transcript passes through Temporal.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -195,6 +198,11 @@ ACCEPT_WAIT_S = 3.0
 U = TypeVar("U")
 
 
+_ASK_AGAIN = (RPCStatusCode.FAILED_PRECONDITION, RPCStatusCode.RESOURCE_EXHAUSTED)
+"""Refusals of an update that pass: a workflow task failing for a while, or the 10 updates in flight
+that Temporal allows per workflow (each ends with its turn)."""
+
+
 def _no_worker(task_queue: str) -> ThreadlineError:
     message = (
         f"no worker polls task queue {task_queue!r}: the send is kept and runs once one starts "
@@ -311,8 +319,11 @@ class Conversation(FlowMethods):
         self, *args: Any, request_id: str | None = None, lm: str | None = None, approve: Any = None, **inputs: Any
     ) -> Any:
         """Send a turn and return its answer (`result`); `lm` and `approve` are this turn's only."""
-        turn = await self.predict(*args, request_id=request_id, lm=lm, approve=approve, **inputs)
-        return turn.result
+        send = self._send(self._inputs(args, inputs), request_id=request_id, lm=lm, approve=approve)
+        outcome = await self._ended(send)
+        if outcome.state == "done":
+            return outcome.result  # what the log holds too: no read needed
+        return self._finished(await self.turn(str(outcome.turn))).result
 
     async def predict(
         self, *args: Any, request_id: str | None = None, lm: str | None = None, approve: Any = None, **inputs: Any
@@ -323,14 +334,23 @@ class Conversation(FlowMethods):
             Waiting: when it waits for a person (`err.turn.approve()` answers and goes on).
             ThreadlineError: when it was refused, or ended other than `done` (`turn-state`).
         """
-        # No `begun` round trip: the caller wants the answer, and one update per turn is cheaper.
+        # One update-with-start per turn: the send and the wait for its answer in one round trip.
         send = self._send(self._inputs(args, inputs), request_id=request_id, lm=lm, approve=approve)
-        await self.signal(send)
-        outcome = await self.outcome(send.request_id)
+        outcome = await self._ended(send)
+        turn = await self.turn(str(outcome.turn))
+        return self._finished(turn)
+
+    async def _ended(self, send: TurnSend) -> TurnOutcome:
+        """Send `send` and wait for how it ends; the view follows its turn."""
+        outcome = await self._sent("send", send, TurnOutcome)
         if outcome.turn is None:
             raise ThreadlineError(ErrorCode.TURN_STATE, f"the send was {outcome.state} before it was placed")
         self._follow(outcome.turn)
-        turn = await self.turn(outcome.turn)
+        return outcome
+
+    @staticmethod
+    def _finished(turn: LiveTurn) -> LiveTurn:
+        """`turn` when it is done, else what it ended as, raised."""
         if turn.state == "waiting":
             raise Waiting(turn)
         if turn.state != "done":
@@ -343,8 +363,7 @@ class Conversation(FlowMethods):
     ) -> TurnHandle:
         """Send a turn; return as soon as it is placed (its id known before the model answers)."""
         send = self._send(self._inputs(args, inputs), request_id=request_id, lm=lm, approve=approve)
-        await self.signal(send)
-        placed = await self._update("begun", send.request_id, Begun)
+        placed = await self._sent("place", send, Begun)
         if placed.error is not None:
             raise placed.error.to_error()
         if placed.turn is not None:
@@ -426,11 +445,46 @@ class Conversation(FlowMethods):
                 task_queue=self.tl.settings.task_queue,
                 start_signal=_signal_of(send),
                 start_signal_args=[send],
-                static_summary=f"{config.program} conversation {config.conversation} (store {config.store})",
+                static_summary=self._summary(),
                 search_attributes=self._attributes(),
             )
         except RPCError as err:
             raise from_failure(err) from None
+
+    async def _sent(self, name: str, send: TurnSend, answer: type[U]) -> U:
+        """Deliver `send` and ask the update `name` about it in one round trip (update-with-start).
+
+        That update is durable only once a worker accepted it; when none does within `ACCEPT_WAIT_S`
+        (no worker, a workflow task that keeps failing, an overloaded server), the send goes as a
+        signal, durable at once, and is asked about as any other. The workflow queues a request id
+        once, so a late acceptance of the first attempt places nothing twice.
+        """
+        await self._workflow()  # connects, and settles the store identity and attributes in the config
+        start = self._start_operation()
+        try:
+            accepted = await self.tl.client.start_update_with_start_workflow(
+                name,
+                send,
+                start_workflow_operation=start,
+                id=f"{name}/{send.request_id}/{uuid7()}",
+                wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+                result_type=answer,
+                rpc_timeout=timedelta(seconds=ACCEPT_WAIT_S),
+            )
+        except WorkflowUpdateFailedError as err:
+            raise from_failure(err) from None
+        except (WorkflowUpdateRPCTimeoutOrCancelledError, RPCError) as err:
+            with contextlib.suppress(Exception):
+                await start.workflow_handle()  # settled by now: take its error, so none goes unretrieved
+            await self.signal(send)  # durable now, whatever becomes of the first attempt
+            if isinstance(err, WorkflowUpdateRPCTimeoutOrCancelledError) and not await self.tl.workers_poll():
+                raise _no_worker(self.tl.settings.task_queue) from None
+            return await self._update("wait" if name == "send" else "begun", send.request_id, answer)
+        try:
+            result: U = await accepted.result()
+        except WorkflowUpdateFailedError as err:
+            raise from_failure(err) from None
+        return result
 
     async def outcome(self, request_id: str) -> TurnOutcome:
         """Wait for how the send `request_id` ended."""
@@ -442,7 +496,8 @@ class Conversation(FlowMethods):
         A send is durable before this is asked, so two waits end early with a coded error instead of
         hanging: no worker polls the task queue (`server-unavailable` within `ACCEPT_WAIT_S`), or the
         workflow task keeps failing (a worker with the wrong store took it, a deploy is half done),
-        during which Temporal refuses updates, asked again for `UPDATE_PATIENCE_S`.
+        during which Temporal refuses updates, asked again for `UPDATE_PATIENCE_S` (as when the
+        conversation has Temporal's 10 updates in flight already).
         """
         handle, pause, deadline = await self._workflow(), 0.1, time.monotonic() + UPDATE_PATIENCE_S
         # One id for this question, kept when it is asked again after a timeout (not a second update);
@@ -465,7 +520,7 @@ class Conversation(FlowMethods):
                     raise _no_worker(self.tl.settings.task_queue) from None
                 continue  # a worker is there, only busy: keep waiting
             except RPCError as err:
-                if err.status != RPCStatusCode.FAILED_PRECONDITION or time.monotonic() > deadline:
+                if err.status not in _ASK_AGAIN or time.monotonic() > deadline:
                     raise from_failure(err) from None
             except WorkflowUpdateFailedError as err:
                 raise from_failure(err) from None
@@ -674,6 +729,9 @@ class Conversation(FlowMethods):
             raise from_failure(err) from None
         self.view = View(pinned=tid, exact=True)
 
+    def _summary(self) -> str:
+        return f"{self.config.program} conversation {self.id} (store {self.config.store})"
+
     def _start_operation(self) -> WithStartWorkflowOperation[Any, Any]:
         return WithStartWorkflowOperation(
             ConversationWorkflow.run,
@@ -681,5 +739,6 @@ class Conversation(FlowMethods):
             id=workflow_id(self.config.store, self.id),
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             task_queue=self.tl.settings.task_queue,
+            static_summary=self._summary(),
             search_attributes=self._attributes(),
         )

@@ -17,6 +17,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.llm import LLMActivities
     from activities.transcript import TranscriptActivities
+    from core.errors import ErrorCode
     from core.models import (
         MAX_REQUEST_ID,
         BeginInput,
@@ -91,6 +92,19 @@ class Turns:
             self.state.pending.append(send)
         else:
             workflow.logger.warning("send dropped", extra={"reason": "request id too long"})
+
+    def enqueue_once(self, send: TurnSend) -> str:
+        """Queue `send` unless its request id is known here already (a caller asking again); its id."""
+        if len(send.request_id) > MAX_REQUEST_ID:
+            too_long = f"a request id has at most {MAX_REQUEST_ID} characters"
+            raise ApplicationError(too_long, type=ErrorCode.INVALID_REQUEST)
+        if not self.known(send.request_id):
+            self.enqueue(send)
+        return send.request_id
+
+    def run_full(self) -> bool:
+        """Whether this run has served its share of turns, or its history asks to continue as new."""
+        return self.this_run >= self.state.config.turns_per_run or workflow.info().is_continue_as_new_suggested()
 
     def idle(self) -> bool:
         """Nothing queued, running or being summarised."""

@@ -8,7 +8,7 @@ attributes are written.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -16,8 +16,9 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
 
 with workflow.unsafe.imports_passed_through():
-    from core.models import ConversationConfig
+    from core.models import ConversationConfig, TurnOutcome
 
+    from ._details import current_details
     from .attributes import STATE_KEY, TURNS_KEY, UPDATED_KEY
 
 Attributes = tuple[str, int]
@@ -61,6 +62,17 @@ class Upkeep:
                 self.closing = True
                 return
             await workflow.sleep(left, summary="idle close")
+
+    def ended(self, outcome: TurnOutcome, inputs: Mapping[str, object] | None, attributes: Attributes) -> None:
+        """A turn ended: the idle period starts again, and the UI shows the exchange and the attributes."""
+        self.touch()
+        workflow.set_current_details(current_details(attributes[1], outcome, inputs))
+        self.publish(attributes)
+
+    @staticmethod
+    async def drained(arrived: Callable[[], bool]) -> None:
+        """The drain rule: wait for the handlers to finish, unless new work `arrived` (only this run can do it)."""
+        await workflow.wait_condition(lambda: workflow.all_handlers_finished() or arrived())
 
     def publish(self, attributes: Attributes, *, force: bool = False) -> None:
         """Upsert the search attributes, at most once per interval of workflow time (each is a

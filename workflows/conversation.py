@@ -10,7 +10,6 @@ wait with the `wait` update; refusals reach them as coded errors.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -32,7 +31,6 @@ with workflow.unsafe.imports_passed_through():
     from core.toolmodels import ActResult, TurnAction
 
     from . import _records
-    from ._details import current_details
     from ._flows import Flows
     from ._merges import Merges
     from ._turns import Turns
@@ -48,7 +46,7 @@ class ConversationWorkflow:
         self.state = input
         self.stops: deque[tuple[StopSend, int]] = deque()
         """Each stop with how many sends were queued when it came: it drops those, never a later send."""
-        self.turns = Turns(self.state, on_end=self._ended)
+        self.turns = Turns(self.state, on_end=lambda o, i: self.upkeep.ended(o, i, self.turns.attributes()))
         self.merges = Merges(self.turns)
         self.guided = Flows(self.state, self.turns, self.merges)
         self.upkeep = Upkeep(self.state.config)
@@ -78,6 +76,16 @@ class ConversationWorkflow:
     async def begun(self, request_id: str) -> Begun:
         """Wait until the send `request_id` is placed: its turn id and parent (the model is asked next)."""
         return await self.turns.placed(request_id)
+
+    @workflow.update(name="send")
+    async def send(self, send: TurnSend) -> TurnOutcome:
+        """Queue `send` (once per request id) and wait for how it ends: what signal and `wait` do, in one."""
+        return await self.turns.outcome(self.turns.enqueue_once(send))
+
+    @workflow.update(name="place")
+    async def place(self, send: TurnSend) -> Begun:
+        """Queue `send` (once per request id) and wait until it is placed: signal and `begun` in one."""
+        return await self.turns.placed(self.turns.enqueue_once(send))
 
     @wait.validator
     def _known(self, request_id: str) -> None:
@@ -174,22 +182,11 @@ class ConversationWorkflow:
         return bool(self.stops or self.guided.due) or self.turns.ready() or self._time_to_continue()
 
     def _time_to_continue(self) -> bool:
-        if not self._idle():
-            return False  # never leave a turn, a send or a background summary behind
-        limit = self.turns.this_run >= self.state.config.turns_per_run
-        return limit or workflow.info().is_continue_as_new_suggested()
+        return self._idle() and self.turns.run_full()  # never leave a turn, a send or a summary behind
 
     async def _drained(self) -> bool:
-        """The drain rule: wait for handlers to finish unless new work arrives (which only this run can do)."""
-        await workflow.wait_condition(
-            lambda: workflow.all_handlers_finished() or bool(self.state.pending or self.stops)
-        )
+        await self.upkeep.drained(arrived=lambda: bool(self.state.pending or self.stops))
         return self._idle()
-
-    def _ended(self, outcome: TurnOutcome, inputs: Mapping[str, object] | None) -> None:
-        self.upkeep.touch()
-        workflow.set_current_details(current_details(self.state.turns, outcome, inputs))
-        self.upkeep.publish(self.turns.attributes())
 
 
 def _check_known(known: bool, request_id: str) -> None:
