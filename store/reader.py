@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +21,7 @@ import structlog
 
 from core.errors import ErrorCode, ThreadlineError
 
-from .base import READ_BATCH, Store
+from .base import READ_BATCH, Store, encode
 from .log import Log, Turn
 from .records import Record
 
@@ -128,7 +129,7 @@ class ConversationLog:
     """One conversation of one store, read incrementally into a `Log`.
 
     Reads are serialised by a lock, so each record is applied once; callers use the returned
-    `Log` without awaiting in between (it only changes inside `read`).
+    `Log` without awaiting in between (it changes only inside `read` and `append`).
     """
 
     def __init__(self, store: AsyncStore, conversation: str) -> None:
@@ -162,8 +163,16 @@ class ConversationLog:
         return found
 
     async def append(self, records: Sequence[Record], *, expect: int | None = None) -> int:
-        """Append `records` (conditionally with `expect`)."""
-        return await self.store.append(self.conversation, records, expect=expect)
+        """Append `records` (conditionally with `expect`); return the new count.
+
+        Appended on exactly what this log holds (`expect` is its count), they are applied here as a
+        reader would see them, numbered and through JSON, so the next read does not fetch them back.
+        """
+        count = await self.store.append(self.conversation, records, expect=expect)
+        async with self._reading:
+            if expect is not None and expect == self.log.n and count == expect + len(records):
+                self.log.apply([json.loads(encode(dict(record), expect + i + 1)) for i, record in enumerate(records)])
+        return count
 
     async def append_if(self, turn: str, build: Callable[[Log, Turn], list[Record] | None]) -> Turn:
         """Append what `build` decides from the current log, on exactly that log (decided again on conflict).
@@ -176,12 +185,12 @@ class ConversationLog:
             if not records:
                 return found
             try:
-                await self.append(records, expect=self.log.n)
+                count = await self.append(records, expect=self.log.n)
             except ThreadlineError as err:
                 if err.code != ErrorCode.STORE_CONFLICT:
                     raise
                 continue
-            return await self.turn(turn)
+            return self.log.turns[turn] if self.log.n >= count else await self.turn(turn)
 
     async def wait(self, after: int, timeout: float) -> bool:
         """Wait until the conversation holds more than `after` records (True) or `timeout` passes."""

@@ -136,3 +136,18 @@ def test_workflow_code_opens_no_file(path: Path) -> None:
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "open"]
 
     assert [] == calls
+
+
+WORKFLOW_MODULES = sorted(p for p in (ROOT / "workflows").glob("*.py") if "@workflow.defn" in p.read_text())
+
+
+@pytest.mark.parametrize("path", WORKFLOW_MODULES, ids=lambda p: p.name)
+def test_a_workflow_module_imports_its_helpers_by_name(path: Path) -> None:
+    """A workflow's module runs in the sandbox once per workflow run; `from . import _calls` there makes
+    the sandbox run the helper again each time too (the package attribute bypasses the pass-through),
+    where `from ._calls import quick` loads it once per worker."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+
+    bare = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level and not n.module]
+
+    assert [] == bare

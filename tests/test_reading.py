@@ -7,9 +7,12 @@ import asyncio
 import sys
 from pathlib import Path
 
+from core.errors import ThreadlineError
 from core.settings import Settings
 from store.folder import FolderStore
-from store.log import Log
+from store.log import Log, Turn
+from store.reader import ConversationLog, Threaded
+from store.records import Record, stop_record, turn_record
 from tests.processes import ROOT
 from threadline.client import Threadline
 
@@ -49,3 +52,40 @@ async def test_concurrent_reads_while_another_process_appends_equal_a_fresh_read
     assert 60 == len(final) == len(fresh.entries)
     assert all(ids == [t.id for t in final][: len(ids)] for ids in answers)
     assert len(answers) > 16  # the reads did overlap the appends
+
+
+async def test_own_appends_overlapping_reads_and_another_writer_equal_a_fresh_read(folder: Path, cid: str) -> None:
+    """Appends through the shared log (applied without reading them back) race reads of it and another
+    process's appends: every record is applied once, in place, and the log equals a fresh read."""
+    log = ConversationLog(Threaded(FolderStore(folder)), cid)
+    agent = ["-m", "tests.agents", "mixed", str(folder), cid, "40", "w"]
+    writer = await asyncio.create_subprocess_exec(sys.executable, *agent, cwd=ROOT)
+    (folder / "go").touch()
+
+    def stopped(_: Log, turn: Turn) -> list[Record] | None:
+        return None if turn.stops else [stop_record(turn.id)]
+
+    async def sender(k: int) -> None:
+        for i in range(15):
+            tid = f"t{k}-{i}"
+            while True:
+                await log.read()
+                try:
+                    await log.append([turn_record(tid, parent=None, program="p", inputs={})], expect=log.log.n)
+                    break
+                except ThreadlineError as err:
+                    if err.code != "store-conflict":
+                        raise
+            assert (await log.append_if(tid, stopped)).stops
+
+    async def reader() -> None:
+        while writer.returncode is None:
+            await log.read()
+
+    await asyncio.gather(*(sender(k) for k in range(4)), *(reader() for _ in range(4)))
+    assert 0 == await asyncio.wait_for(writer.wait(), 30)
+    await log.read()
+
+    fresh = Log(FolderStore(folder).read(cid))
+    assert _summary(fresh) == _summary(log.log)
+    assert 60 == sum(tid.startswith("t") and log.log.turns[tid].stops == 1 for tid in log.log.order)

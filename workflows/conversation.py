@@ -30,9 +30,9 @@ with workflow.unsafe.imports_passed_through():
     from core.records_models import ImportResult, ImportSend, SetupResult, SetupSend
     from core.toolmodels import ActResult, TurnAction
 
-    from . import _records
     from ._flows import Flows
     from ._merges import Merges
+    from ._records import import_messages, set_up
     from ._turns import Turns
     from ._upkeep import Upkeep
 
@@ -116,12 +116,12 @@ class ConversationWorkflow:
     @workflow.update(name="setup")
     async def setup(self, setup: SetupSend) -> SetupResult:
         """Record the conversation's system prompt and metadata (an `entry` every later turn is shown)."""
-        return await _records.set_up(self.state.config, setup)
+        return await set_up(self.state.config, setup)
 
     @workflow.update(name="append")
     async def append(self, send: ImportSend) -> ImportResult:
         """Record messages as done turns after the head, without asking a model (importing a transcript)."""
-        return await _records.import_messages(self.state.config, send)
+        return await import_messages(self.state.config, send)
 
     @workflow.query(name="flows")
     def flows(self) -> FlowStatus:

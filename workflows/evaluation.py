@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from core.models import TurnError
     from core.temporal import from_failure
 
-    from . import _calls
+    from ._calls import model, quick
 
 
 @workflow.defn(name="Evaluation")
@@ -46,7 +46,7 @@ class EvaluationWorkflow:
         """Score every row not scored yet, `concurrency` at a time; continue as new when history is long."""
         if not self.results:
             check = EvaluationCheck(program=input.program, metric=input.metric, rows=input.rows)
-            await _calls.quick(EvaluationActivities.check_evaluation, check, summary="check the evaluation")
+            await quick(EvaluationActivities.check_evaluation, check, summary="check the evaluation")
         todo = deque(i for i in range(len(input.rows)) if i not in self.results)
         running: dict[int, asyncio.Task[None]] = {}
         while todo or running:
@@ -71,7 +71,7 @@ class EvaluationWorkflow:
             lm=self.input.lm,
         )
         try:
-            self.results[index] = await _calls.model(EvaluationActivities.evaluate_row, row, summary=f"row {index}")
+            self.results[index] = await model(EvaluationActivities.evaluate_row, row, summary=f"row {index}")
         except ApplicationError as err:
             self.results[index] = RowResult(index=index, error=TurnError.of(from_failure(err)))
 
