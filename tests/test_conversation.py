@@ -256,6 +256,21 @@ async def test_a_send_with_no_worker_answers_unavailable_and_is_kept(
     assert 1 == len(await chat.turns())
 
 
+async def test_deliver_answers_the_outcome_in_one_call_and_a_request_id_once(
+    tl: Threadline, worker: Worker, cid: str
+) -> None:
+    """`deliver` returns the outcome (state, outputs, result) as the workflow tells it; asked again with
+    its request id it answers the same turn, and no second turn is made."""
+    chat = tl.conversation("tutor", id=cid)
+
+    first = await chat.deliver("hello", request_id="once")
+    again = await chat.deliver("hello", request_id="once")
+
+    assert ("done", first.outputs["result"]) == (first.state, first.result)  # type: ignore[index]
+    assert first.turn == again.turn is not None
+    assert [first.turn] == [t.id for t in await chat.turns(all=True)]
+
+
 @pytest.mark.parametrize("update", ["send", "place"])
 async def test_the_sending_updates_queue_a_request_id_once(
     tl: Threadline, client: Client, worker: Worker, cid: str, update: str

@@ -340,6 +340,21 @@ class Conversation(FlowMethods):
         turn = await self.turn(str(outcome.turn))
         return self._finished(turn)
 
+    async def deliver(
+        self, *args: Any, request_id: str | None = None, lm: str | None = None, approve: Any = None, **inputs: Any
+    ) -> TurnOutcome:
+        """Send a turn and wait for how it ends, in one round trip: its outcome as the workflow tells it
+        (a failed or waiting turn is an outcome here, not an error; nothing is read from the log).
+
+        Raises:
+            ThreadlineError: the coded error when the send was refused.
+        """
+        return await self._ended(self._send(self._inputs(args, inputs), request_id=request_id, lm=lm, approve=approve))
+
+    async def submit(self, send: TurnSend) -> TurnOutcome:
+        """Deliver a prepared send (`sent(...)`, perhaps with a merge or flow) and wait for how it ends."""
+        return await self._sent("send", send, TurnOutcome)
+
     async def _ended(self, send: TurnSend) -> TurnOutcome:
         """Send `send` and wait for how it ends; the view follows its turn."""
         outcome = await self._sent("send", send, TurnOutcome)

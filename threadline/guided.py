@@ -66,13 +66,13 @@ class FlowMethods:
     if TYPE_CHECKING:
 
         async def signal(self, send: TurnSend | StopSend) -> None: ...
-        async def outcome(self, request_id: str) -> TurnOutcome: ...
         async def _read(self) -> Log: ...
         def _send(self, inputs: dict[str, Any], *, request_id: str | None, lm: str | None) -> TurnSend: ...
         def _inputs(self, args: tuple[Any, ...], inputs: dict[str, Any]) -> dict[str, Any]: ...
         def _follow(self, turn: str) -> None: ...
         def _start_operation(self) -> WithStartWorkflowOperation[Any, Any]: ...
         async def _workflow(self) -> Any: ...
+        async def submit(self, send: TurnSend) -> TurnOutcome: ...
 
     async def start_flow(self, flow: str, message: str = "", *, request_id: str | None = None) -> Reply:
         """Start the guided flow `flow` (a flow still active is abandoned first); the reply is its first prompt.
@@ -81,8 +81,7 @@ class FlowMethods:
             ThreadlineError: `flow-unknown` when the worker has no flow of that name.
         """
         send = self._send({"message": message}, request_id=request_id, lm=None).model_copy(update={"flow": flow})
-        await self.signal(send)
-        return await self._reply(await self.outcome(send.request_id))
+        return await self._reply(await self.submit(send))
 
     async def message(self, text: str, *, request_id: str | None = None, lm: str | None = None) -> Reply:
         """Send a message, routed to the active flow first (the article's `process_message`), and wait for the reply.
@@ -91,8 +90,7 @@ class FlowMethods:
             ThreadlineError: when the send was refused, or its turn did not end `done` (`turn-state`).
         """
         send = self._send(self._inputs((text,), {}), request_id=request_id, lm=lm)
-        await self.signal(send)
-        return await self._reply(await self.outcome(send.request_id))
+        return await self._reply(await self.submit(send))
 
     async def _reply(self, outcome: TurnOutcome) -> Reply:
         if outcome.turn is None or outcome.state != "done":

@@ -101,12 +101,8 @@ class Sender(Protocol):
         """The send the handle's view makes."""
         ...
 
-    async def signal(self, send: TurnSend) -> None:
-        """Deliver the send."""
-        ...
-
-    async def outcome(self, request_id: str) -> TurnOutcome:
-        """Wait for how it ended."""
+    async def submit(self, send: TurnSend) -> TurnOutcome:
+        """Deliver the send and wait for how it ended."""
         ...
 
     async def follow_turn(self, turn: str) -> Turn:
@@ -128,8 +124,7 @@ async def merge(
     check_inputs(dict(inputs or {}))
     spec = MergeSpec(turns=ids, program=program.name if isinstance(program, Program) else program, inputs=inputs)
     send = chat.sent({}, request_id=request_id, lm=lm).model_copy(update={"merge": spec})
-    await chat.signal(send)
-    outcome = await chat.outcome(send.request_id)
+    outcome = await chat.submit(send)
     if outcome.error is not None:
         raise outcome.error.to_error()
     if outcome.turn is None or outcome.state != "done":

@@ -8,8 +8,8 @@ passes through Temporal.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from typing import Annotated
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response, Security
 from fastapi.responses import StreamingResponse
@@ -23,12 +23,14 @@ from core.models import TurnOutcome, TurnSend
 from core.temporal import workflow_id
 from store.log import Log
 from store.reader import now
-from threadline.client import Conversation, Threadline, TurnHandle
+from threadline.client import Conversation, Threadline
 from threadline.reading import MAX_PAGE, Turn, history, state_of, to_turn
 from threadline.transcript import DEFAULT_PROGRAM, article_view
 
 from . import bodies as m
 from .middleware import APIKey
+
+T = TypeVar("T")
 
 _RESERVED_INPUTS = frozenset({"request_id", "lm", "approve"})
 MAX_OFFSET_DIGITS = 18
@@ -121,22 +123,24 @@ async def send_turn(chat: Chat, body: m.TurnRequest, response: Response) -> m.Pl
     """Send a turn: 202 once placed (its id known before the model answers), or 200 with its outcome (`wait`)."""
     context = body.context.to_rule() if body.context else None
     chat = chat.tl.conversation(body.program, chat.id, store=chat.config.store, sends=body.sends, context=context)
-    placed = await _send(chat.continue_from(body.continue_from) if body.continue_from else chat, body)
+    target = chat.continue_from(body.continue_from) if body.continue_from else chat
     if body.wait:
         response.status_code = 200
-        return await chat.outcome(placed.request_id)
+        return await _send(target.deliver, body)
+    placed = await _send(target.send, body)
     if placed.id is not None:
         response.headers["Location"] = f"/v1/conversations/{chat.id}/turns/{placed.id}?store={chat.config.store}"
     return m.Placed(turn=placed.id, parent=placed.parent, request_id=placed.request_id)
 
 
-async def _send(chat: Conversation, body: m.TurnRequest) -> TurnHandle:
+async def _send(how: Callable[..., Awaitable[T]], body: m.TurnRequest) -> T:
+    """`how` (a conversation's `send` or `deliver`) with the body's message or inputs."""
     if body.message is not None:
-        return await chat.send(body.message, request_id=body.request_id, lm=body.lm, approve=body.approve)
+        return await how(body.message, request_id=body.request_id, lm=body.lm, approve=body.approve)
     inputs = body.inputs or {}
     if clash := sorted(_RESERVED_INPUTS & inputs.keys()):
         raise ThreadlineError(ErrorCode.INPUTS_INVALID, f"inputs named {', '.join(clash)} cannot be sent over HTTP")
-    return await chat.send(request_id=body.request_id, lm=body.lm, approve=body.approve, **inputs)
+    return await how(request_id=body.request_id, lm=body.lm, approve=body.approve, **inputs)
 
 
 @router.get("/{conversation_id}")
