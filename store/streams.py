@@ -13,14 +13,20 @@ so it lives in its own folder.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import secrets
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import structlog
+
 from .base import check_id
+
+logger = structlog.get_logger(__name__)
 
 
 class StreamWriting(Protocol):
@@ -95,33 +101,78 @@ class StreamLog:
         return events
 
 
+LINGER_S = 0.02
+"""How long a piece of text may wait to be written with the pieces after it: a model that streams
+tokens in a burst costs a write per burst instead of one per token, and a watcher sees each piece
+at most this late."""
+
+
 @dataclass(slots=True)
 class StreamWriter:
-    """Appends one attempt's events, each line in one O_APPEND write."""
+    """Appends one attempt's events on an O_APPEND descriptor kept open for the try, whole lines per write."""
 
     path: Path
     attempt: int
     run: str
     _fd: int | None = None
+    _held: list[str] = field(default_factory=list)
+    _written: float = 0.0
+    _timer: asyncio.TimerHandle | None = None
 
     def write(self, event: dict[str, Any]) -> None:
-        """Append `event` for this try (one write on an O_APPEND descriptor kept open for the try)."""
-        stamped = {"attempt": self.attempt, "run": self.run, **event}
-        line = json.dumps(stamped, ensure_ascii=False, separators=(",", ":")) + "\n"
+        """Append `event` for this try, after the text held back."""
+        self._held.append(self._line(event))
+        self.flush()
+
+    def text(self, piece: str) -> None:
+        """Append a piece of text: at once when the last write is `LINGER_S` old, else with the pieces
+        that follow it within that time (inside an event loop; outside one, at once)."""
+        if not piece:
+            return
+        self._held.append(self._line({"text": piece}))
+        if self._timer is not None:
+            return
+        wait = LINGER_S - (time.monotonic() - self._written)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            wait = 0.0
+        if wait <= 0:
+            self.flush()
+        else:
+            self._timer = loop.call_later(wait, self._flush_later)
+
+    def flush(self) -> None:
+        """Write what is held back, in one write."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._held:
+            return
         if self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
-        os.write(self._fd, line.encode("utf-8"))
+        data = memoryview("".join(self._held).encode("utf-8"))
+        self._held.clear()
+        while data:
+            data = data[os.write(self._fd, data) :]
+        self._written = time.monotonic()
+
+    def _flush_later(self) -> None:
+        try:
+            self.flush()
+        except OSError as err:  # a stream is a view: the turn goes on, its record log has the answer
+            logger.warning("stream.write_failed", turn=self.path.stem, error=err.strerror)
 
     def close(self) -> None:
-        """Release the file; later writes open it again."""
+        """Write what is held back and release the file; later writes open it again."""
+        self.flush()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
 
-    def text(self, piece: str) -> None:
-        """Append a piece of text."""
-        if piece:
-            self.write({"text": piece})
+    def _line(self, event: dict[str, Any]) -> str:
+        stamped = {"attempt": self.attempt, "run": self.run, **event}
+        return json.dumps(stamped, ensure_ascii=False, separators=(",", ":")) + "\n"
 
     def end(self, state: str) -> None:
         """Mark the attempt's end (`done`, `failed`, `stopped`, `yielded`) and close the file."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import json
 import os
@@ -165,11 +164,13 @@ async def test_stop_ends_a_running_turn(
     cli_env: dict[str, str], client: Client, settings: Settings, tl: Threadline, cid: str
 ) -> None:
     """`stop ID TURN` stops a turn that is still running."""
-    async with build_worker(client, dataclasses.replace(settings, offline_delay_s=SLOW_REPLY_S)):
+    hold = asyncio.Event()  # the turn runs until the test says, however slowly the commands start
+    async with build_worker(client, settings, providers={"offline": OfflineModel(hold=hold)}):
         placed = await threadline_json(cli_env, "send", cid, "Take your time.", "--no-wait", "--request-id", "r-1")
 
         stopped = await threadline_json(cli_env, "stop", cid, placed["turn"])
         outcome = await tl.conversation("tutor", cid).outcome("r-1")
+        hold.set()
 
     assert placed["turn"] == stopped["stop"]
     assert "stopped" == outcome.state

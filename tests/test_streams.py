@@ -3,6 +3,7 @@ late writes, offsets to resume from, partial lines (a folder's), concurrent writ
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from store.locate import postgres_url
 from store.pgstreams import PostgresStreamLog
 from store.postgres import PostgresStore
-from store.streams import StreamLog, StreamReader
+from store.streams import LINGER_S, StreamLog, StreamReader
 
 TURN = "01926d00-0001-7000-8000-000000000000"
 
@@ -122,3 +123,22 @@ def test_concurrent_writers_of_a_turn_number_every_event_once(pg_spec: str) -> N
     assert list(range(1, 83)) == [offset for offset, _ in events]
     for i in range(2):
         assert [f"{i}:{n}" for n in range(40)] == [e.get("text") for _, e in events if e["run"] == writers[i].run][1:]
+
+
+async def test_a_burst_of_pieces_is_written_together_within_the_linger(tmp_path: Path) -> None:
+    """In an event loop, pieces that come within `LINGER_S` of a write wait for the pieces after them
+    (one write per burst, not per token), and reach the file within that time, in order."""
+    log = StreamLog(tmp_path)
+    writer = log.writer(TURN, 1)
+    for k in range(200):
+        writer.text(f"{k} ")
+
+    held_back = read_all(log)
+    await asyncio.sleep(LINGER_S * 3)
+    written = read_all(log)
+    writer.text("last")
+    writer.end("done")
+
+    assert [] == held_back
+    assert [f"{k} " for k in range(200)] == written
+    assert [*written, "last"] == read_all(log)
