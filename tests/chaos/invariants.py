@@ -24,8 +24,9 @@ from threadline.client import Conversation
 PER_SEND_HISTORY = 8 * 1024
 """The most history bytes one send may add, whatever its input size (the claim check's promise)."""
 
-Answer = str | ThreadlineError
-"""How a send was answered: the id of the turn it made, or the coded error its caller got."""
+Answer = str | ThreadlineError | None
+"""How a send was answered: the id of the turn it made, the coded error its caller got, or None: a
+stop dropped it while it was queued (it records nothing)."""
 
 
 def check_log(folder: Path, conversation: str) -> Log:
@@ -57,6 +58,7 @@ def check_answered(log: Log, answers: Mapping[str, Answer]) -> None:
     errors = {rid: a.code for rid, a in answers.items() if isinstance(a, ThreadlineError)}
     assert {} == {rid: code for rid, code in errors.items() if code == ErrorCode.INTERNAL}
     made = {rid: turn for rid, turn in answers.items() if isinstance(turn, str)}
+    assert set() == {rid for rid, answer in answers.items() if answer is None} & set(log.request_ids)
     assert made == {rid: log.request_ids.get(rid) for rid in made}
     check_ended_once(log, [*made.values(), *(log.request_ids[rid] for rid in errors if rid in log.request_ids)])
     assert set() == set(log.request_ids) - set(answers)
@@ -102,6 +104,18 @@ class Ledger:
             raise
         self.answers[rid] = turn.id
         return turn.id
+
+    async def send(self, chat: Conversation, message: str, *, request_id: str | None = None) -> str | None:
+        """Send `message` and wait until it is placed; record its turn and return its id, or record the
+        coded error it was refused with and return None."""
+        rid = request_id or uuid7()
+        try:
+            placed = await chat.send(message, request_id=rid)
+        except ThreadlineError as err:
+            self.answers[rid] = err
+            return None
+        self.answers[rid] = placed.id
+        return placed.id
 
     def check(self, folder: Path, conversation: str) -> Log:
         """The log is whole (`check_log`) and every send recorded here was answered (`check_answered`)."""
