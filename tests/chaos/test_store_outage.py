@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from pathlib import Path
 from collections.abc import MutableMapping
+from pathlib import Path
 from typing import Any
 
 import pytest
