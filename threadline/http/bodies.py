@@ -20,6 +20,38 @@ class RequestBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+_CHECKED_LATER = frozenset({"inputs", "message"})
+"""A turn's inputs, which the client checks with the same rule (and its own messages)."""
+
+
+class TextRequest(RequestBody):
+    """A request body whose text crosses Temporal and is kept in the log: a lone surrogate (not
+    Unicode, so not JSON a store can keep) or a NUL (no PostgreSQL text takes it) is refused."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keepable_text(cls, data: Any) -> Any:
+        pending = [v for k, v in data.items() if k not in _CHECKED_LATER] if isinstance(data, dict) else []
+        while pending:
+            value = pending.pop()
+            if isinstance(value, dict):
+                pending += [*value.keys(), *value.values()]
+            elif isinstance(value, list):
+                pending += value
+            elif isinstance(value, str):
+                _check_text(value)
+        return data
+
+
+def _check_text(text: str) -> None:
+    if "\x00" in text:
+        raise ValueError("text holds a NUL character; remove it")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("text holds a lone surrogate, which is not Unicode text") from None
+
+
 class ContextRequest(ContextRule):
     """What a turn is shown of the earlier turns (the fields of `ContextRule`); unknown fields are refused."""
 
@@ -31,7 +63,7 @@ class ContextRequest(ContextRule):
         return ContextRule.model_validate(self.model_dump())
 
 
-class CreateConversationRequest(RequestBody):
+class CreateConversationRequest(TextRequest):
     """A conversation: with `program` alone, only a handle (nothing is started or recorded until its first
     turn); the article's body (`system_prompt`, `metadata`, or no `program`: the general `chat` program)
     also records the setup every turn is shown, so the conversation exists at once."""
@@ -59,7 +91,7 @@ class CreateConversationRequest(RequestBody):
     lm: str | None = None
 
 
-class TurnRequest(RequestBody):
+class TurnRequest(TextRequest):
     """One turn: `inputs` by name, or `message` for a program with one text input (`tutor`)."""
 
     model_config = ConfigDict(
@@ -94,7 +126,7 @@ class TurnRequest(RequestBody):
         return self
 
 
-class HeadRequest(RequestBody):
+class HeadRequest(TextRequest):
     """Where the conversation's head moves."""
 
     model_config = ConfigDict(json_schema_extra={"examples": [{"turn": "0199a1b2-0000-7000-8000-000000000001"}]})

@@ -50,6 +50,7 @@ STATUS: dict[str, int] = {
     ErrorCode.INVALID_REQUEST: 422,
     ErrorCode.PROGRAM_UNKNOWN: 422,
     ErrorCode.PROGRAM_INVALID: 422,
+    ErrorCode.RECORD_INVALID: 422,
     ErrorCode.STORE_UNKNOWN: 422,
     ErrorCode.TOOL_INPUT_INVALID: 422,
     ErrorCode.RATING_INVALID: 422,
