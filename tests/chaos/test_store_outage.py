@@ -45,9 +45,10 @@ async def until_queued(chat: Conversation, count: int) -> None:
 
 async def through_outage(
     tl: Threadline, client: Client, settings: Settings, outage: Outage, cid: str, seconds: float
-) -> tuple[Ledger, list[MutableMapping[str, Any]]]:
+) -> tuple[Ledger, str, Counter[str]]:
     """A turn runs when the store goes away for `seconds`; sends queue behind it, one `refuse` and one
-    `branch` send come meanwhile, and a stop drops one queued send. Returns how each was answered."""
+    `branch` send come meanwhile, and a stop drops one queued send. Returns how each was answered,
+    the turn the outage hit, and how often the model was asked for each turn."""
     gate, ledger = asyncio.Event(), Ledger()
     model = OfflineModel(hold=gate)
     chat = tl.conversation("tutor", id=cid)
@@ -56,7 +57,7 @@ async def through_outage(
             gate.set()
             await ledger.predict(chat, "before the outage")
             gate.clear()
-            await ledger.send(chat, "running when the store goes")
+            hit = await ledger.send(chat, "running when the store goes")
             queued = [asyncio.create_task(ledger.predict(chat, f"queued {k}")) for k in range(QUEUED)]
             await until_queued(chat, QUEUED)
             dropped = uuid7()
@@ -79,7 +80,8 @@ async def through_outage(
                 settings.store_folder("default"), cid, [r for r, a in ledger.answers.items() if isinstance(a, str)]
             )
             await serves_again(tl, ledger, gate, settings.store_folder("default"), cid)
-    return ledger, logs
+    assert hit is not None
+    return ledger, hit, asked(logs)
 
 
 async def serves_again(tl: Threadline, ledger: Ledger, gate: asyncio.Event, folder: Path, cid: str) -> None:
@@ -108,9 +110,10 @@ async def test_a_two_minute_store_outage_wedges_nothing(
     """The record log read-only for two minutes while a turn runs and sends queue: afterwards every
     send ended once or was answered with a code, the dropped one recorded nothing, `queue`, `refuse`
     and `branch` sends and a stop work, and nothing is lost, duplicated or misnumbered."""
-    ledger, _ = await through_outage(tl, client, settings, outage_of(folder), cid, OUTAGE_S)
+    ledger, hit, asks = await through_outage(tl, client, settings, outage_of(folder), cid, OUTAGE_S)
 
     log = ledger.check(folder, cid)
+    assert ("done", 1) == (log.turns[hit].state(0), asks[hit])  # its reply was kept, not asked for again
     assert QUEUED + 4 <= sum(1 for a in ledger.answers.values() if isinstance(a, str) and log.turns[a].ended)
 
 
@@ -119,7 +122,7 @@ async def test_a_short_outage_through_a_failing_store(
 ) -> None:
     """The same faults through the store wrapper that fails writes (what runs where mounting is not
     allowed), for a few seconds: every send is answered and the conversation serves again."""
-    ledger, _ = await through_outage(tl, client, settings, FailingWrites(folder), cid, 3.0)
+    ledger, hit, asks = await through_outage(tl, client, settings, FailingWrites(folder), cid, 3.0)
 
-    ledger.check(folder, cid)
-    check_log(folder, cid)
+    log = ledger.check(folder, cid)
+    assert ("done", 1) == (log.turns[hit].state(0), asks[hit])
