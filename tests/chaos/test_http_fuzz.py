@@ -10,6 +10,7 @@ import contextlib
 import json
 from typing import Any
 
+import pytest
 import requests
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
@@ -24,8 +25,8 @@ from tests.service_kit import serving
 from threadline.client import Threadline
 from threadline.http import create_app
 
-EXAMPLES = 25
-"""Requests per route and mode: ~650 in all, bounded so the fuzz takes well under a minute."""
+EXAMPLES = 20
+"""Requests per route, mode and round: about 2,000 in all, bounded so the fuzz takes well under a minute."""
 QUICK = {"/v1/conversations/{conversation_id}/records/wait": {"timeout": 0.1}}
 """Query values fixed on every round: a long poll's generated timeouts would make the fuzz wait minutes."""
 CODES = frozenset(code.value for code in ErrorCode)
@@ -101,6 +102,8 @@ def _examples(strategy: Any, base_url: str, session: requests.Session) -> list[s
     return found
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 async def test_every_answer_is_documented_and_coded(tl: Threadline, worker: Worker, cid: str) -> None:
     """Generated requests, valid and not, to every route: no 500, every status documented for its
     route, every error a coded body."""
