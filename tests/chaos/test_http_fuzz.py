@@ -16,6 +16,7 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
+from schemathesis.core.failures import Failure, FailureGroup
 from schemathesis.core.transport import Response
 from schemathesis.specs.openapi.checks import status_code_conformance
 from temporalio.worker import Worker
@@ -37,8 +38,8 @@ def problem_of(case: schemathesis.Case[Any], response: Response) -> str | None:
     where = f"{case.method} {case.formatted_path} -> {response.status_code}"
     try:
         case.validate_response(response, checks=[status_code_conformance])
-    except AssertionError as err:  # schemathesis's failures are AssertionErrors
-        return f"{where}: {str(err).splitlines()[0]}"
+    except (Failure, FailureGroup) as err:
+        return f"{where}: {' '.join(line.strip() for line in str(err).splitlines() if line.strip())[:400]}"
     return coding_problem(where, response.status_code, response.text)
 
 
@@ -124,8 +125,14 @@ BASES: dict[str, Any] = {
     "/v1/conversations/{conversation_id}/turns": {"message": "hi"},
     "/v1/conversations/{conversation_id}/head": {"turn": "TURN"},
     "/v1/conversations/{conversation_id}/records": {"records": [{"kind": "note"}]},
+    "/v1/conversations/{conversation_id}/merges": {"turns": ["TURN"], "with": "tutor"},
+    "/v1/conversations/{conversation_id}/turns/{turn}/ratings": {"verdict": "right"},
+    "/v1/conversations/{conversation_id}/messages": {"message": "hi"},
+    "/v1/conversations/{conversation_id}/flows": {"flow_name": "order"},
+    "/v1/conversations/{conversation_id}/transcript": {"messages": [{"role": "user", "content": "hi"}]},
 }
-"""A valid body for each route that takes one; each field in turn is then made hostile."""
+"""A valid body for each route that takes one (`TURN`: a turn of the conversation); each field in turn
+is then made hostile. A route that takes a body and is missing here fails the test: add its body."""
 
 
 def fields(spec: dict[str, Any], schema: dict[str, Any], path: tuple[str | int, ...] = ()) -> list[tuple[Any, ...]]:
@@ -139,7 +146,9 @@ def fields(spec: dict[str, Any], schema: dict[str, Any], path: tuple[str | int, 
         return named + ([(*path, "extra")] if schema.get("additionalProperties") is True else [])
     if schema.get("type") == "array":
         return fields(spec, schema.get("items", {}), (*path, 0))
-    return [path] if schema.get("type") in ("string", "integer", "number") and "enum" not in schema else []
+    if "enum" in schema or schema.get("type") in ("boolean", "null"):
+        return []
+    return [path]  # a string, a number, or any JSON value
 
 
 def hostile_body(base: Any, path: tuple[Any, ...], value: Any) -> Any:
@@ -164,13 +173,29 @@ async def test_hostile_values_in_every_body_field_are_answered_with_a_code(
     async with serving(create_app(tl)) as http:
         turn = (await tl.conversation("tutor", id=cid).predict("a turn to aim at")).id
         spec = (await http.get("/openapi.json")).json()
-        for route, base in BASES.items():
-            schema = spec["paths"][route]["post"]["requestBody"]["content"]["application/json"]["schema"]
-            url = route.replace("{conversation_id}", cid)
+        routes = [(path, op) for path, ops in spec["paths"].items() for method, op in ops.items() if method == "post"]
+        taking = {
+            route: op["requestBody"]["content"]["application/json"]["schema"]
+            for route, op in routes
+            if "requestBody" in op
+        }
+        assert set() == set(taking) - set(BASES)
+        for route, schema in taking.items():
+            url = route.replace("{conversation_id}", cid).replace("{turn}", turn)
             for path in fields(spec, schema):
                 for value in HOSTILE:
-                    body = json.dumps(hostile_body(base, path, value)).replace("TURN", turn)
+                    body = json.dumps(hostile_body(BASES[route], path, value)).replace("TURN", turn)
                     answer = await http.post(url, content=body, headers={"content-type": "application/json"})
                     where = f"POST {route} {'.'.join(map(str, path))}={body[-40:]!r} -> {answer.status_code}"
                     found.append(coding_problem(where, answer.status_code, answer.text))
     assert [] == [problem for problem in found if problem is not None]
+
+
+async def test_a_model_the_worker_cannot_ask_is_the_callers_error(tl: Threadline, worker: Worker, cid: str) -> None:
+    """A message naming a model whose provider the worker lacks answers 422 `provider-unconfigured`
+    (the fuzz found it answering 500)."""
+    await tl.conversation("tutor", id=cid).predict("a first turn")
+    async with serving(create_app(tl)) as http:
+        answer = await http.post(f"/v1/conversations/{cid}/messages", json={"message": "hi", "lm": "nowhere:model"})
+
+    assert (422, "provider-unconfigured") == (answer.status_code, answer.json()["error"]["code"])

@@ -7,7 +7,7 @@ so `/docs` shows it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -15,24 +15,19 @@ from core.models import ContextRule, Sends
 
 
 class RequestBody(BaseModel):
-    """Base of the request bodies: unknown fields and loose types are refused (`invalid-request`)."""
+    """Base of the request bodies: unknown fields and loose types are refused (`invalid-request`), and so
+    is text no store can keep: a lone surrogate (not Unicode, so not JSON) or a NUL (no PostgreSQL text
+    takes it), wherever it is in the body."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-_CHECKED_LATER = frozenset({"inputs", "message"})
-"""A turn's inputs, which the client checks with the same rule (and its own messages)."""
-
-
-class TextRequest(RequestBody):
-    """A request body whose text crosses Temporal and is kept in the log: a lone surrogate (not
-    Unicode, so not JSON a store can keep) or a NUL (no PostgreSQL text takes it) is refused."""
+    any_text: ClassVar[bool] = False
+    """True for a body whose text goes to the store as it is (records: the store answers for them)."""
 
     @model_validator(mode="before")
     @classmethod
     def _keepable_text(cls, data: Any) -> Any:
-        pending = [v for k, v in data.items() if k not in _CHECKED_LATER] if isinstance(data, dict) else []
-        while pending:
+        pending = [] if cls.any_text else [data]
+        while pending:  # a loop, not recursion: a body may nest thousands deep
             value = pending.pop()
             if isinstance(value, dict):
                 pending += [*value.keys(), *value.values()]
@@ -63,7 +58,7 @@ class ContextRequest(ContextRule):
         return ContextRule.model_validate(self.model_dump())
 
 
-class CreateConversationRequest(TextRequest):
+class CreateConversationRequest(RequestBody):
     """A conversation: with `program` alone, only a handle (nothing is started or recorded until its first
     turn); the article's body (`system_prompt`, `metadata`, or no `program`: the general `chat` program)
     also records the setup every turn is shown, so the conversation exists at once."""
@@ -91,7 +86,7 @@ class CreateConversationRequest(TextRequest):
     lm: str | None = None
 
 
-class TurnRequest(TextRequest):
+class TurnRequest(RequestBody):
     """One turn: `inputs` by name, or `message` for a program with one text input (`tutor`)."""
 
     model_config = ConfigDict(
@@ -126,7 +121,7 @@ class TurnRequest(TextRequest):
         return self
 
 
-class HeadRequest(TextRequest):
+class HeadRequest(RequestBody):
     """Where the conversation's head moves."""
 
     model_config = ConfigDict(json_schema_extra={"examples": [{"turn": "0199a1b2-0000-7000-8000-000000000001"}]})
