@@ -41,6 +41,16 @@ async def until_running(folder: Path, conversation: str, request_id: str) -> Non
         await asyncio.sleep(0.05)
 
 
+async def killed_and_restarted(server: DevServer, data: Path, port: int) -> DevServer:
+    """kill -9 of the server's process group, then a new server on its database and port."""
+    assert server.pid is not None
+    os.killpg(server.pid, signal.SIGKILL)
+    await server.stop()  # reaps it; it is dead already
+    restarted = DevServer(data, port=port, ui_port=None)
+    await restarted.start()
+    return restarted
+
+
 @pytest.mark.slow
 async def test_a_killed_temporal_server_restarts_and_the_turn_completes(
     settings: Settings, tmp_path: Path, cid: str
@@ -60,11 +70,7 @@ async def test_a_killed_temporal_server_restarts_and_the_turn_completes(
             await ledger.predict(chat, "before the crash")
             await chat.signal(TurnSend(request_id=rid, inputs={"message": "while the server dies"}, program="tutor"))
             await until_running(folder, cid, rid)
-            assert server.pid is not None
-            os.killpg(server.pid, signal.SIGKILL)
-            await server.stop()  # reaps it; it is dead already
-            server = DevServer(data, port=port, ui_port=None)
-            await server.start()
+            server = await killed_and_restarted(server, data, port)
             await until_ended(folder, cid, [rid], patience=90)
             ledger.answers[rid] = Log(FolderStore(folder).read(cid)).request_ids[rid]
             await ledger.predict(chat, "after the restart")

@@ -46,42 +46,50 @@ async def until_queued(chat: Conversation, count: int) -> None:
 async def through_outage(
     tl: Threadline, client: Client, settings: Settings, outage: Outage, cid: str, seconds: float
 ) -> tuple[Ledger, str, Counter[str]]:
-    """A turn runs when the store goes away for `seconds`; sends queue behind it, one `refuse` and one
-    `branch` send come meanwhile, and a stop drops one queued send. Returns how each was answered,
-    the turn the outage hit, and how often the model was asked for each turn."""
-    gate, ledger = asyncio.Event(), Ledger()
-    model = OfflineModel(hold=gate)
+    """A turn runs when the store goes away for `seconds`, with sends queued behind it (`while_away`);
+    then the conversation must serve again. Returns how each send was answered, the turn the outage
+    hit, and how often the model was asked for each turn."""
+    gate, ledger, folder = asyncio.Event(), Ledger(), settings.store_folder("default")
     chat = tl.conversation("tutor", id=cid)
     with capture_logs() as logs:
-        async with build_worker(client, settings, stores=outage.stores, providers={"offline": model}):
+        providers = {"offline": OfflineModel(hold=gate)}
+        async with build_worker(client, settings, stores=outage.stores, providers=providers):
             gate.set()
             await ledger.predict(chat, "before the outage")
             gate.clear()
             hit = await ledger.send(chat, "running when the store goes")
-            queued = [asyncio.create_task(ledger.predict(chat, f"queued {k}")) for k in range(QUEUED)]
-            await until_queued(chat, QUEUED)
-            dropped = uuid7()
-            outage.begin()
-            try:
-                gate.set()  # the model answers: its end cannot be written
-                others = [
-                    asyncio.create_task(ledger.send(tl.conversation("tutor", id=cid, sends=policy), policy))
-                    for policy in ("refuse", "branch")
-                ]
-                late = asyncio.create_task(ledger.predict(chat, "dropped by a stop", request_id=dropped))
-                await until_queued(chat, QUEUED + 3)
-                await chat.signal(StopSend(request_id=dropped))
-                await asyncio.sleep(seconds)
-            finally:
-                outage.end()
-            await asyncio.gather(*queued, *others, late, return_exceptions=True)
-            ledger.answers[dropped] = None if isinstance(ledger.answers[dropped], ThreadlineError) else "not dropped"
-            await until_ended(
-                settings.store_folder("default"), cid, [r for r, a in ledger.answers.items() if isinstance(a, str)]
-            )
-            await serves_again(tl, ledger, gate, settings.store_folder("default"), cid)
+            await while_away(tl, ledger, outage, gate, cid, seconds)
+            await until_ended(folder, cid, [r for r, a in ledger.answers.items() if isinstance(a, str)])
+            await serves_again(tl, ledger, gate, folder, cid)
     assert hit is not None
     return ledger, hit, asked(logs)
+
+
+async def while_away(
+    tl: Threadline, ledger: Ledger, outage: Outage, gate: asyncio.Event, cid: str, seconds: float
+) -> None:
+    """Sends queue behind the running turn; the store goes away and its model answers; one `refuse`
+    and one `branch` send come, and a stop drops one queued send; after `seconds` the store is back.
+    Returns once every send was answered."""
+    chat = tl.conversation("tutor", id=cid)
+    queued = [asyncio.create_task(ledger.predict(chat, f"queued {k}")) for k in range(QUEUED)]
+    await until_queued(chat, QUEUED)
+    dropped = uuid7()
+    outage.begin()
+    try:
+        gate.set()  # the model answers: its end cannot be written
+        others = [
+            asyncio.create_task(ledger.send(tl.conversation("tutor", id=cid, sends=policy), policy))
+            for policy in ("refuse", "branch")
+        ]
+        late = asyncio.create_task(ledger.predict(chat, "dropped by a stop", request_id=dropped))
+        await until_queued(chat, QUEUED + 3)
+        await chat.signal(StopSend(request_id=dropped))
+        await asyncio.sleep(seconds)
+    finally:
+        outage.end()
+    await asyncio.gather(*queued, *others, late, return_exceptions=True)
+    ledger.answers[dropped] = None if isinstance(ledger.answers[dropped], ThreadlineError) else "not dropped"
 
 
 async def serves_again(tl: Threadline, ledger: Ledger, gate: asyncio.Event, folder: Path, cid: str) -> None:
