@@ -130,6 +130,8 @@ BASES: dict[str, Any] = {
     "/v1/conversations/{conversation_id}/messages": {"message": "hi"},
     "/v1/conversations/{conversation_id}/flows": {"flow_name": "order"},
     "/v1/conversations/{conversation_id}/transcript": {"messages": [{"role": "user", "content": "hi"}]},
+    "/v1/conversations/{conversation_id}/turns/{turn}/resume": {"results": {}},
+    "/v1/conversations/{conversation_id}/turns/{turn}/approvals": {"verdict": "yes"},
 }
 """A valid body for each route that takes one (`TURN`: a turn of the conversation); each field in turn
 is then made hostile. A route that takes a body and is missing here fails the test: add its body."""
@@ -143,7 +145,10 @@ def fields(spec: dict[str, Any], schema: dict[str, Any], path: tuple[str | int, 
         return [found for option in schema["anyOf"] for found in fields(spec, option, path)]
     if schema.get("type") == "object":
         named = [f for name, sub in schema.get("properties", {}).items() for f in fields(spec, sub, (*path, name))]
-        return named + ([(*path, "extra")] if schema.get("additionalProperties") is True else [])
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            return named + fields(spec, extra, (*path, "extra"))
+        return named + ([(*path, "extra")] if extra is True else [])
     if schema.get("type") == "array":
         return fields(spec, schema.get("items", {}), (*path, 0))
     if "enum" in schema or schema.get("type") in ("boolean", "null"):
