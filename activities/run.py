@@ -36,6 +36,11 @@ from .plan import request_of, shown_for_run
 logger = structlog.get_logger(__name__)
 
 Interruption = Literal["stop", "taken", "ended"]
+REPLY_KEPT_S = 300.0
+"""How long a reply in hand waits for a store that cannot be written (an outage): the turn then ends
+with it once the store is back, instead of every retry asking the model again."""
+_KEPT_PAUSE_S = 2.0
+"""The longest pause between tries meanwhile: under the heartbeat timeout, and soon after the store is back."""
 _Builder = Callable[[Turn], Record]
 Reply = ModelReply | Ended | Yielded | ToolRound | Paused
 """What asking the model comes to: its answer, or (a turn with tools) a round of tools to run, a wait
@@ -166,6 +171,21 @@ class TurnRun:
             activity.heartbeat({"attempt": self.owned})
         return None
 
+    async def _end_kept(self, build: _Builder) -> RunResult:
+        """`_end`, tried again (heartbeating) while the store cannot be written, for up to `REPLY_KEPT_S`."""
+        deadline, pause = time.monotonic() + REPLY_KEPT_S, 0.25
+        while True:
+            try:
+                return await self._end(build)
+            except ThreadlineError as err:
+                if err.code != ErrorCode.STORE_UNAVAILABLE or time.monotonic() > deadline:
+                    raise
+                if pause == 0.25:
+                    logger.warning("turn.end_deferred", turn=self.turn, attempt=self.owned, code=str(err.code))
+            activity.heartbeat({"attempt": self.owned, "streamed": self.streamed})
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, _KEPT_PAUSE_S)
+
     def _claim(self, log: Log, turn: Turn) -> list[Record] | None:
         if turn.ended or turn.attempt > self.owned or turn.state(now()) != "interrupted":
             return None
@@ -202,7 +222,7 @@ class TurnRun:
             if isinstance(reply, Paused) and self.stream is not None:
                 self.stream.end("waiting")
             return reply
-        result = await self._end(lambda t: self._done(t, reply, seconds))
+        result = await self._end_kept(lambda t: self._done(t, reply, seconds))
         logger.info(
             "turn.completed",
             turn=self.turn,

@@ -132,9 +132,11 @@ async def test_the_service_lists_with_the_same_filters(thirty: Thirty) -> None:
     assert 422 == bad.status_code
 
 
-async def test_a_cursor_no_listing_gave_is_refused(thirty: Thirty) -> None:
-    """A cursor that is not one a listing gave: `invalid-request`, before the server is asked."""
+@pytest.mark.parametrize("cursor", ["not a cursor!", "null"], ids=["not-base64", "base64-not-a-token"])
+async def test_a_cursor_no_listing_gave_is_refused(thirty: Thirty, cursor: str) -> None:
+    """A cursor that is not one a listing gave: `invalid-request`, before the server is asked (a cursor
+    that is base64 but no token, such as `null`, once made the server fail again and again: 503)."""
     with pytest.raises(ThreadlineError) as caught:
-        await thirty.tl.conversations(store=thirty.store, cursor="not a cursor!")
+        await thirty.tl.conversations(store=thirty.store, cursor=cursor)
 
     assert "invalid-request" == caught.value.code

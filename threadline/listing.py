@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -178,19 +179,27 @@ def _iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+_CHECK_BYTES = 4
+"""A cursor ends with this much of its token's SHA-256, so one no listing gave is refused here, not
+sent to the server (which fails on a token it cannot parse, and is asked again and again)."""
+
+
 def _token(cursor: str | None) -> bytes | None:
     if not cursor:
         return None
     try:
-        return base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
+        data = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
     except (binascii.Error, ValueError):
-        raise ThreadlineError(
-            ErrorCode.INVALID_REQUEST, "cursor is not one a listing gave; start again without it"
-        ) from None
+        data = b""
+    token, check = data[:-_CHECK_BYTES], data[-_CHECK_BYTES:]
+    if not token or hashlib.sha256(token).digest()[:_CHECK_BYTES] != check:
+        raise ThreadlineError(ErrorCode.INVALID_REQUEST, "cursor is not one a listing gave; start again without it")
+    return token
 
 
 def _cursor(token: bytes) -> str:
-    return base64.urlsafe_b64encode(token).decode().rstrip("=")
+    check = hashlib.sha256(token).digest()[:_CHECK_BYTES]
+    return base64.urlsafe_b64encode(token + check).decode().rstrip("=")
 
 
 class Listing:

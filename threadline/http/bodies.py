@@ -7,7 +7,7 @@ so `/docs` shows it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -15,9 +15,36 @@ from core.models import ContextRule, Sends
 
 
 class RequestBody(BaseModel):
-    """Base of the request bodies: unknown fields and loose types are refused (`invalid-request`)."""
+    """Base of the request bodies: unknown fields and loose types are refused (`invalid-request`), and so
+    is text no store can keep: a lone surrogate (not Unicode, so not JSON) or a NUL (no PostgreSQL text
+    takes it), wherever it is in the body."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    any_text: ClassVar[bool] = False
+    """True for a body whose text goes to the store as it is (records: the store answers for them)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keepable_text(cls, data: Any) -> Any:
+        pending = [] if cls.any_text else [data]
+        while pending:  # a loop, not recursion: a body may nest thousands deep
+            value = pending.pop()
+            if isinstance(value, dict):
+                pending += [*value.keys(), *value.values()]
+            elif isinstance(value, list):
+                pending += value
+            elif isinstance(value, str):
+                _check_text(value)
+        return data
+
+
+def _check_text(text: str) -> None:
+    if "\x00" in text:
+        raise ValueError("text holds a NUL character; remove it")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("text holds a lone surrogate, which is not Unicode text") from None
 
 
 class ContextRequest(ContextRule):

@@ -50,6 +50,8 @@ STATUS: dict[str, int] = {
     ErrorCode.INVALID_REQUEST: 422,
     ErrorCode.PROGRAM_UNKNOWN: 422,
     ErrorCode.PROGRAM_INVALID: 422,
+    ErrorCode.PROVIDER_UNCONFIGURED: 422,  # the request named a model (`lm`) whose provider the worker lacks
+    ErrorCode.RECORD_INVALID: 422,
     ErrorCode.STORE_UNKNOWN: 422,
     ErrorCode.TOOL_INPUT_INVALID: 422,
     ErrorCode.RATING_INVALID: 422,

@@ -42,6 +42,8 @@ Store = Annotated[str, Query(description="the store's name")]
 class AppendRequest(m.RequestBody):
     """Records to append all or nothing; with `expect`, only if the conversation holds exactly that many."""
 
+    any_text = True
+
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [

@@ -1,0 +1,81 @@
+"""kill -9 of the Temporal server in the middle of a turn, then a restart on the same database: the
+worker reconnects by itself, the turn completes (once), and the conversation takes new sends."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from activities.language_model import OfflineModel
+from core.models import TurnSend
+from core.settings import Settings
+from core.temporal import connect_temporal
+from store.blobs import FolderBlobs
+from store.folder import FolderStore
+from store.log import Log
+from store.records import uuid7
+from tests.chaos.invariants import Ledger, until_ended
+from threadline.client import connect
+from threadline.devserver import DevServer, free_port
+from worker import build_worker
+
+DELAY_S = 3.0
+"""The model call the server dies in."""
+
+
+async def until_running(folder: Path, conversation: str, request_id: str) -> None:
+    """Wait until the send's turn is placed and its lease says it runs."""
+    deadline = time.monotonic() + 20
+    while True:
+        log = Log(FolderStore(folder).read(conversation))
+        turn = log.turns.get(log.request_ids.get(request_id, ""))
+        if turn is not None and turn.state(time.time()) == "running":
+            return
+        assert time.monotonic() < deadline, "the turn never ran"
+        await asyncio.sleep(0.05)
+
+
+async def killed_and_restarted(server: DevServer, data: Path, port: int) -> DevServer:
+    """kill -9 of the server's process group, then a new server on its database and port."""
+    assert server.pid is not None
+    os.killpg(server.pid, signal.SIGKILL)
+    await server.stop()  # reaps it; it is dead already
+    restarted = DevServer(data, port=port, ui_port=None)
+    await restarted.start()
+    return restarted
+
+
+@pytest.mark.slow
+async def test_a_killed_temporal_server_restarts_and_the_turn_completes(
+    settings: Settings, tmp_path: Path, cid: str
+) -> None:
+    """The server dies (SIGKILL, no goodbye) during a model call and comes back on its database: the
+    turn ends done exactly once, and the next send is answered."""
+    data, port, ledger = tmp_path / "temporal", free_port(), Ledger()
+    own = dataclasses.replace(settings, address=f"127.0.0.1:{port}")
+    folder, rid = own.store_folder("default"), uuid7()
+    server = DevServer(data, port=port, ui_port=None)
+    await server.start()
+    try:
+        client = await connect_temporal(own, FolderBlobs(own.payload_folder))
+        tl = await connect(own, client=client)
+        chat = tl.conversation("tutor", id=cid)
+        async with build_worker(client, own, providers={"offline": OfflineModel(delay=DELAY_S)}):
+            await ledger.predict(chat, "before the crash")
+            await chat.signal(TurnSend(request_id=rid, inputs={"message": "while the server dies"}, program="tutor"))
+            await until_running(folder, cid, rid)
+            server = await killed_and_restarted(server, data, port)
+            await until_ended(folder, cid, [rid], patience=90)
+            ledger.answers[rid] = Log(FolderStore(folder).read(cid)).request_ids[rid]
+            await ledger.predict(chat, "after the restart")
+    finally:
+        await server.stop()
+
+    log = ledger.check(folder, cid)
+    assert "done" == log.turns[log.request_ids[rid]].state(0)
