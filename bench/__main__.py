@@ -1,18 +1,37 @@
 """Run every benchmark in this folder: each `bench/<name>.py` module's `main()`, in a fixed order.
 
 The modules named in `ORDER` run first, in that order; any other module found here runs after them,
-sorted by name, so a new benchmark is never skipped.
+sorted by name, so a new benchmark is never skipped. A whole run (no names given) then writes what
+it printed into the docs, so the figures there always come from one run:
+
+- `docs/benchmarks.md`, between `<!-- bench:begin -->` and `<!-- bench:end -->`: every table each
+  benchmark printed, under its name;
+- `README.md`, between the same markers: every row that has a target, one table.
+
+    python -m bench               # every benchmark, then the docs
+    python -m bench turns store   # only these; the docs are left alone
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
+import os
 import pkgutil
+import platform
+import subprocess
 import sys
 import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TextIO
 
-ORDER = ["store", "turns", "streaming", "context", "cold"]
+ORDER = ["store", "turns", "streaming", "context", "cold", "scale"]
+ROOT = Path(__file__).parent.parent
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
 
 def modules() -> list[str]:
@@ -21,21 +40,144 @@ def modules() -> list[str]:
     return [name for name in ORDER if name in found] + sorted(found - set(ORDER))
 
 
-def main() -> int:
-    start = time.perf_counter()
-    names = modules()
+@dataclass
+class Section:
+    """What one benchmark printed and returned."""
+
+    name: str
+    summary: str
+    output: str = ""
+    rows: list[Any] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def tables(self) -> list[list[str]]:
+        """Each markdown table it printed, with the line before it when that is a title."""
+        out: list[list[str]] = []
+        lines = self.output.splitlines()
+        i = 0
+        while i < len(lines):
+            if not lines[i].startswith("|"):
+                i += 1
+                continue
+            start = i
+            while i < len(lines) and lines[i].startswith("|"):
+                i += 1
+            title = lines[start - 2].strip() if start >= 2 and not lines[start - 1].strip() else ""
+            out.append(([title, ""] if title and not title.startswith("|") else []) + lines[start:i])
+        return out
+
+
+class _Tee(io.TextIOBase):
+    """Writes to the terminal and keeps a copy."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out, self.kept = out, io.StringIO()
+
+    def write(self, text: str) -> int:
+        self.kept.write(text)
+        return self.out.write(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+@contextlib.contextmanager
+def _kept() -> Iterator[_Tee]:
+    tee = _Tee(sys.stdout)
+    with contextlib.redirect_stdout(tee):
+        yield tee
+
+
+def run(names: Sequence[str]) -> list[Section]:
+    """Run the benchmarks `names`, printing as they go; what each printed and returned."""
+    sections = []
     for i, name in enumerate(names):
         if i:
             print()
         module = importlib.import_module(f"bench.{name}")
-        run = getattr(module, "main", None)
-        if not callable(run):
+        main = getattr(module, "main", None)
+        if not callable(main):
             print(f"bench.{name} has no main(): skipped", file=sys.stderr)
             continue
-        run()
-    print(f"\nbench: {len(names)} benchmark(s) in {time.perf_counter() - start:.1f} s")
+        section = Section(name, (module.__doc__ or "").strip().split("\n\n")[0].replace("\n", " "))
+        started = time.perf_counter()
+        with _kept() as tee:
+            rows = main()
+        section.output, section.seconds = tee.kept.getvalue(), time.perf_counter() - started
+        section.rows = list(rows) if isinstance(rows, list) else []
+        sections.append(section)
+    return sections
+
+
+def _header(total_s: float) -> str:
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        revision = commit.stdout.strip() or "unknown"
+    except OSError:
+        revision = "unknown"
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        f"From one run of `make bench` ({when}, commit {revision}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}, {total_s / 60:.0f} min)."
+    )
+
+
+def report(sections: Sequence[Section], total_s: float) -> str:
+    """The generated part of docs/benchmarks.md."""
+    lines = [_header(total_s), ""]
+    for section in sections:
+        lines += [f"### `python -m bench.{section.name}` ({section.seconds:.0f} s)", "", section.summary, ""]
+        for table in section.tables():
+            lines += [*table, ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def summary(sections: Sequence[Section], total_s: float) -> str:
+    """The generated part of the README: every row with a target."""
+    lines = [
+        _header(total_s) + " Every figure beside its anchor, measured in the same run: "
+        "[all tables, and what each anchor is](docs/benchmarks.md).",
+        "",
+        "| benchmark | measure | threadline | anchor | ratio | target | met |",
+        "|---|---|---:|---:|---:|---|---|",
+    ]
+    for section in sections:
+        for row in section.rows:
+            if getattr(row, "met", None) is None:
+                continue
+            cells = row.markdown().strip("|").split(" | ")
+            lines.append(f"| {section.name} | " + " | ".join(c.strip() for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def replace_between(path: Path, text: str) -> None:
+    """Put `text` between the markers in `path` (which must have them)."""
+    content = path.read_text()
+    head, sep, rest = content.partition(BEGIN)
+    _, sep2, tail = rest.partition(END)
+    if not sep or not sep2:
+        raise SystemExit(f"{path} has no {BEGIN} ... {END} markers")
+    path.write_text(f"{head}{BEGIN}\n{text}{END}{tail}")
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    start = time.perf_counter()
+    names = list(argv) or modules()
+    sections = run(names)
+    total = time.perf_counter() - start
+    print(f"\nbench: {len(sections)} benchmark(s) in {total:.1f} s")
+    if not argv:
+        replace_between(ROOT / "docs" / "benchmarks.md", report(sections, total))
+        replace_between(ROOT / "README.md", summary(sections, total))
+        print("bench: docs/benchmarks.md and README.md written from this run")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main(sys.argv[1:])
+    from bench._report import exit_now
+
+    sys.stdout.flush()
+    if code == 0:
+        exit_now()
+    sys.exit(code)
