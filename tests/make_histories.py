@@ -59,10 +59,24 @@ async def with_flow(tl: Threadline) -> str:
     return chat.id
 
 
+async def one_round_trip(tl: Threadline) -> str:
+    """The sends of 0.2: `send` and `place` updates with start, beside a signal and its `wait`."""
+    chat = tl.conversation("tutor", id="kept-sends")
+    first = await chat.predict("one", request_id="r-1")
+    await chat.deliver("one", request_id="r-1")
+    placed = await chat.send("two")
+    await placed.result()
+    await chat.signal(chat.sent({"message": "three"}, request_id="r-3", lm=None))
+    await chat.outcome("r-3")
+    await chat.continue_from(first.id).deliver("beside")
+    return chat.id
+
+
 MAKERS = [
     ("conversation-0.1", plain),
     ("conversation-context-0.1", with_context),
     ("conversation-flows-0.1", with_flow),
+    ("conversation-sends-0.2", one_round_trip),
 ]
 
 
