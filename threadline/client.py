@@ -492,7 +492,7 @@ class Conversation(FlowMethods):
             with contextlib.suppress(Exception):
                 await start.workflow_handle()  # settled by now: take its error, so none goes unretrieved
             await self.signal(send)  # durable now, whatever becomes of the first attempt
-            if isinstance(err, WorkflowUpdateRPCTimeoutOrCancelledError) and not await self.tl.workers_poll():
+            if isinstance(err, WorkflowUpdateRPCTimeoutOrCancelledError) and await self._nobody_polls():
                 raise _no_worker(self.tl.settings.task_queue) from None
             return await self._update("wait" if name == "send" else "begun", send.request_id, answer)
         try:
@@ -531,7 +531,7 @@ class Conversation(FlowMethods):
                 result: U = await accepted.result()
                 return result
             except WorkflowUpdateRPCTimeoutOrCancelledError:
-                if not await self.tl.workers_poll():
+                if await self._nobody_polls():
                     raise _no_worker(self.tl.settings.task_queue) from None
                 continue  # a worker is there, only busy: keep waiting
             except RPCError as err:
@@ -541,6 +541,16 @@ class Conversation(FlowMethods):
                 raise from_failure(err) from None
             await asyncio.sleep(pause)
             pause = min(pause * 2, 2.0)
+
+    async def _nobody_polls(self) -> bool:
+        """Whether no worker polls the task queue; False when Temporal is too busy to tell in time (a
+        server that is down fails the next call itself)."""
+        try:
+            return not await self.tl.workers_poll()
+        except ThreadlineError as err:
+            if err.code != ErrorCode.SERVER_UNAVAILABLE:
+                raise
+            return False
 
     def _attributes(self) -> TypedSearchAttributes | None:
         if not self.tl.search_attributes:
