@@ -6,7 +6,7 @@ it printed into the docs, so the figures there always come from one run:
 
 - `docs/benchmarks.md`, between `<!-- bench:begin -->` and `<!-- bench:end -->`: every table each
   benchmark printed, under its name;
-- `README.md`, between the same markers: every row that has a target, one table.
+- `README.md`, between the same markers: per benchmark, how many targets were met, and each one missed.
 
     python -m bench               # every benchmark, then the docs
     python -m bench turns store   # only these; the docs are left alone
@@ -133,21 +133,28 @@ def report(sections: Sequence[Section], total_s: float) -> str:
 
 
 def summary(sections: Sequence[Section], total_s: float) -> str:
-    """The generated part of the README: every row with a target."""
+    """The generated part of the README: per benchmark, its targets met, and each one missed."""
     lines = [
-        _header(total_s) + " Every figure beside its anchor, measured in the same run: "
-        "[all tables, and what each anchor is](docs/benchmarks.md).",
+        _header(total_s) + " Every figure is beside its anchor from the same run: "
+        "[the tables, and what each anchor is](docs/benchmarks.md).",
         "",
-        "| benchmark | measure | threadline | anchor | ratio | target | met |",
-        "|---|---|---:|---:|---:|---|---|",
+        "| benchmark | targets met | not met (threadline / anchor) |",
+        "|---|---:|---|",
     ]
     for section in sections:
-        for row in section.rows:
-            if getattr(row, "met", None) is None:
-                continue
-            cells = row.markdown().strip("|").split(" | ")
-            lines.append(f"| {section.name} | " + " | ".join(c.strip() for c in cells) + " |")
+        rows = [row for row in section.rows if getattr(row, "met", None) is not None]
+        if not rows:
+            continue
+        missed = [_missed(row) for row in rows if row.met is False]
+        lines.append(f"| {section.name} | {len(rows) - len(missed)} of {len(rows)} | {'; '.join(missed) or '-'} |")
     return "\n".join(lines) + "\n"
+
+
+def _missed(row: Any) -> str:
+    cells = [c.strip() for c in row.markdown().strip("|").split(" | ")]
+    measure, ours, anchor, ratio, target = cells[:5]
+    figures = ours if anchor == "-" else f"{ours} / {anchor}, {ratio}"
+    return f"{measure}: {figures} ({target})"
 
 
 def replace_between(path: Path, text: str) -> None:
