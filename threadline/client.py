@@ -67,6 +67,7 @@ from workflows.conversation import ConversationWorkflow
 
 from . import learning
 from .acting import LiveTurn, Waiting
+from .coding import refuse_nested, remembers_of
 from .guided import FlowMethods
 from .listing import Listing
 from .reading import Page, Turn, find_turn, history, to_turn
@@ -161,12 +162,17 @@ class Threadline(Listing):
         approve: ApproveRule | list[str] = None,
         approval_timeout_s: float | None = None,
         waiting_check_s: float | None = None,
+        remembers: Mapping[Any, Any] | None = None,
+        earlier_without: Sequence[str] = (),
     ) -> Conversation:
         """A handle on conversation `id` (a new UUIDv7 id when None) made with `program`.
 
         `approve` names the tool calls a person is asked about first (`"changes"`, `"all"`, tool names
         and paths; None: the program's rule); a turn nobody answers within `approval_timeout_s` is
-        abandoned (None: it waits as long as it takes).
+        abandoned (None: it waits as long as it takes). `remembers` gives a program with code's helpers
+        their memory (`{answer: "conversation"}`, `"turn"`, `threadline.remember(..., steps=True)`, or
+        `"own"` for a conversation its code uses); `earlier_without` names outputs the program now
+        writes that earlier turns lack (`["reasoning"]`).
         """
         self.logs.stores.check(store)
         rule = context if isinstance(context, ContextRule) else ContextRule.model_validate(context or {})
@@ -182,6 +188,8 @@ class Threadline(Listing):
             attributes_every_s=self.settings.attributes_every_s,
             approve=_rule(approve),
             approval_timeout_s=approval_timeout_s,
+            remembers=remembers_of(remembers),
+            earlier_without=tuple(earlier_without),
             **({} if waiting_check_s is None else {"waiting_check_s": waiting_check_s}),
         )
         return Conversation(self, config)
@@ -416,6 +424,8 @@ class Conversation(FlowMethods):
 
     async def signal(self, send: TurnSend | StopSend) -> None:
         """Deliver a `turn` or `stop` with signal-with-start (the conversation reopens if it had closed)."""
+        if isinstance(send, TurnSend):
+            refuse_nested(self.config)  # before anything is sent or recorded
         await self._workflow()  # connects, and settles the search attributes in the config
         client, config = self.tl.client, self.config
         try:
@@ -498,6 +508,8 @@ class Conversation(FlowMethods):
             context=self.config.context,
             lm=lm or self.config.lm,
             approve=_rule(approve) if approve is not None else self.config.approve,
+            remembers=self.config.remembers or None,
+            earlier_without=self.config.earlier_without or None,
         )
 
     def _inputs(self, args: tuple[Any, ...], inputs: dict[str, Any]) -> dict[str, Any]:
