@@ -50,10 +50,11 @@ def offline(replies: list[Any], *, delay: float = 0.0) -> Iterator[Any]:
 class Responder(FakeLM):  # type: ignore[misc]
     """FakeLM that answers each request with `answer(request)` (a reply text), so the order of calls
     need not be scripted; `hold` (a helper's instruction text) makes requests whose system prompt holds
-    it wait for ever (a process to kill there)."""
+    it wait for ever (a process to kill there). `provider` is the provider it stands for (a turn that
+    recorded `openai:...` is resumed with an `openai` model)."""
 
-    def __init__(self, answer: Any, *, hold: str | None = None) -> None:
-        super().__init__([])
+    def __init__(self, answer: Any, *, hold: str | None = None, provider: str = "fake") -> None:
+        super().__init__([], provider=provider)
         self.answer = answer
         self.hold = hold
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
 
 import httpx
 import pytest
@@ -18,11 +17,10 @@ import threadline
 from activities.providers import build_providers
 from core.settings import Settings
 from store.folder import FolderStore
-from tests.fakeprovider import Call, FakeProvider, Received, Reply
+from tests.fakeprovider import FakeProvider
+from tests.support_kit import MODEL, answer_for, provider_env, sent
 from threadline.client import Threadline, connect
 from worker import build_worker
-
-MODEL = "openai:gpt-test"
 
 
 @pytest.fixture(name="fake")
@@ -32,35 +30,10 @@ def _fake() -> Iterator[FakeProvider]:
         yield fake
 
 
-def helper_of(received: Received) -> str:
-    """Which helper a request is from, by its instruction."""
-    system = received.body["messages"][0]["content"]
-    return next(name for name, words in INSTRUCTIONS.items() if words in system)
-
-
-INSTRUCTIONS = {"topic": "writing about", "answer": "Answer the customer", "track": "where their order is"}
-
-
-def answer_for(received: Received) -> Reply:
-    """`topic` sorts as shipping; `answer` says how many messages it was sent; `track` looks the order up
-    once, then answers."""
-    helper, messages = helper_of(received), received.body["messages"]
-    if helper == "topic":
-        return Reply(outputs={"result": "shipping"})
-    if helper == "track" and messages[-1]["role"] == "user":
-        return Reply(calls=(Call(f"call_{len(messages)}", "order_status", {"order": "7"}),))
-    return Reply(f"{helper} after {len(messages) - 1} messages")
-
-
-def sent(fake: FakeProvider, helper: str) -> list[list[dict[str, Any]]]:
-    """The messages (the system message left out) of each request `helper` made, in order."""
-    return [r.body["messages"][1:] for r in fake.requests if helper_of(r) == helper]
-
-
 @pytest_asyncio.fixture(name="desk")
 async def _desk(client: Client, settings: Settings, fake: FakeProvider) -> AsyncIterator[Threadline]:
     settings = dataclasses.replace(settings, programs=("tests.support_programs",))
-    env = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": fake.openai_url}
+    env = provider_env(fake)
     async with (
         httpx.AsyncClient() as http,
         build_worker(client, settings, providers=build_providers(settings, http, env=env)),
