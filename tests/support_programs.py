@@ -3,15 +3,14 @@ them from THREADLINE_PROGRAMS; and `functai_programs()`, the same programs as fu
 
 Both engines' helpers are defined in this module under the same names, so functai and Threadline name
 them alike (`tests.support_programs`): a helper's memory is matched by name and module, and either
-engine shows a helper the calls the other recorded. Handoffs are counted in `HANDOFFS` (and in the file
-`THREADLINE_TEST_HANDOFFS` names, for a worker run as a subprocess).
+engine shows a helper the calls the other recorded. Handoffs are kept in `HANDOFFS`; `slow_support` waits
+`THREADLINE_TEST_PAUSE_S` seconds between its helpers (a worker to kill there).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 from typing import Any, Literal
 
 import threadline
@@ -25,12 +24,8 @@ INNER: list[Any] = []
 
 
 def notify_staff(summary: str) -> None:
-    """Hand the conversation over to a person (counted)."""
+    """Hand the conversation over to a person (kept in `HANDOFFS`)."""
     HANDOFFS.append(summary)
-    where = os.environ.get("THREADLINE_TEST_HANDOFFS")
-    if where:
-        with Path(where).open("a", encoding="utf-8") as f:
-            f.write(summary.replace("\n", " ") + "\n")
 
 
 @threadline.ai
