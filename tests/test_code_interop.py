@@ -85,8 +85,9 @@ async def in_functai(fn: Any) -> Any:
 async def test_threadline_continues_functais_support_conversation(
     desk: Threadline, fake: FakeProvider, cid: str
 ) -> None:
-    """functai made two turns; Threadline's third shows `answer` both calls functai recorded, and writes
-    `call` and `ended` records of the same shape, with the saw entries functai writes."""
+    """functai made two turns; Threadline renders the next (no `program-unknown`: the module is registered
+    here) and runs it, showing `answer` both calls functai recorded; its `call` and `ended` records have
+    the shape of functai's, with the saw entries functai writes."""
 
     def two_turns() -> list[str]:
         chat = functai_chat(desk, cid)
@@ -97,8 +98,10 @@ async def test_threadline_continues_functais_support_conversation(
     (t1, t2), _ = await in_functai(two_turns)
 
     chat = desk.conversation("support", id=cid, lm=MODEL, remembers={"answer": "conversation"})
+    rendered = await chat.render("And parcel B-2212?")
     third = await chat.predict("And parcel B-2212?")
 
+    assert (t2, [t1, t2], None) == (rendered.parent, rendered.shown, rendered.request)
     assert "answer after 5 messages" == third.result
     assert [1] == [len(m) for m in sent(fake, "topic")]
     found = records(desk, cid)

@@ -12,14 +12,17 @@ import pytest
 import pytest_asyncio
 from functai.conversations import _fields
 from temporalio.client import Client
+from temporalio.worker import Replayer
 
 import threadline
 from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings
+from core.temporal import workflow_id
 from store.folder import FolderStore
 from tests import support_programs
 from threadline.client import Threadline, connect
 from worker import build_worker
+from workflows.conversation import ConversationWorkflow
 
 CALL_KEYS = ("functai_conversation", "kind", "at", "turn", "attempt", "call", "site", "program", "lmcc", "saw", "seq")
 """A `call` record's keys, in functai 1.2.0's order."""
@@ -196,3 +199,16 @@ async def test_a_helper_answers_only_inside_a_turn() -> None:
         support_programs.answer("hello", "shipping")
 
     assert ErrorCode.TURN_STATE == outside.value.code
+
+
+async def test_a_history_with_code_turns_replays(desk: Threadline, client: Client, cid: str) -> None:
+    """Turns of a program with code, a refusal and a failed turn, replayed from their history."""
+    chat = desk.conversation("support", id=cid, remembers={"answer": "conversation"})
+    await chat("shipping, please")
+    await chat("something other")
+    with pytest.raises(ThreadlineError):
+        await desk.conversation("broken", id=cid)("x")
+
+    history = await client.get_workflow_handle(workflow_id("default", cid)).fetch_history()
+
+    await Replayer(workflows=[ConversationWorkflow], data_converter=client.data_converter).replay_workflow(history)
