@@ -23,7 +23,7 @@ from store.reader import ConversationLog
 from store.records import Record
 from store.rules import Shown
 from store.streams import StreamWriting
-from store.tools import ToolCall, unknown_tool_text
+from store.tools import Tool, ToolCall, unknown_tool_text
 from store.toolturn import (
     Answer,
     Approval,
@@ -126,22 +126,19 @@ class HelperTools:
             tool.validate_input(call.input)
         except ThreadlineError as err:  # nothing runs: the model is told what did not fit
             return f"error: {err.message}"
+        return await self._run(tool, site, invocation, call)
+
+    async def _run(self, tool: Tool, site: str, invocation: int, call: ToolCall) -> str:
+        """Run `call` once, recorded: `started` first for a tool that may change things, `done` after."""
+        turn, attempt = self.run.turn, self.run.owned
         if tool.effects != "reads":
             started = tool_record(
-                self.run.turn,
-                "started",
-                site=site,
-                invocation=invocation,
-                call=call,
-                attempt=self.run.owned,
-                effects=tool.effects,
+                turn, "started", site=site, invocation=invocation, call=call, attempt=attempt, effects=tool.effects
             )
             await self._keep(started)
-        logger.info("tool.started", turn=self.run.turn, tool=call.name, invocation=invocation)
+        logger.info("tool.started", turn=turn, tool=call.name, invocation=invocation)
         output = await _within(tool.call(call.input), tool.timeout or TOOL_TIMEOUT_S)
-        done = tool_record(
-            self.run.turn, "done", site=site, invocation=invocation, call=call, attempt=self.run.owned, output=output
-        )
+        done = tool_record(turn, "done", site=site, invocation=invocation, call=call, attempt=attempt, output=output)
         await self._keep(done)
         return output
 

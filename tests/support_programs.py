@@ -87,6 +87,29 @@ def desk(message: str) -> str:
     return track(message)
 
 
+CANCELLED: list[str] = []
+
+
+@threadline.tool(effects="changes")
+def cancel_order(order: str) -> str:
+    """Cancel an order."""
+    CANCELLED.append(order)
+    return f"order {order} is cancelled"
+
+
+@threadline.ai(tools=[cancel_order])
+def cancel(message: str) -> str:
+    """Cancel the customer's order."""
+    raise NotImplementedError
+
+
+@threadline.program
+def canceller(message: str) -> str:
+    """Sorts the message, then cancels (a tool that changes things: a person may be asked first)."""
+    kind = topic(message)
+    return cancel(f"{kind}: {message}")
+
+
 @threadline.program
 def broken(message: str) -> str:
     topic(message)

@@ -20,6 +20,7 @@ from core.settings import Settings
 from core.temporal import workflow_id
 from store.folder import FolderStore
 from tests import support_programs
+from threadline.acting import Waiting
 from threadline.client import Threadline, connect
 from worker import build_worker
 from workflows.conversation import ConversationWorkflow
@@ -191,6 +192,26 @@ def test_a_body_that_stands_in_for_the_model_is_an_ai_program() -> None:
         threadline.ai(shout)
     assert ErrorCode.PROGRAM_INVALID == invalid.value.code
     assert "module" == threadline.program(shout).kind
+
+
+async def test_a_helpers_tool_that_asks_a_person_makes_the_turn_wait(desk: Threadline, cid: str) -> None:
+    """Under `approve="changes"` a helper's changing tool waits for a person (asked at the helper's site);
+    approved, the turn runs its code again: the replies recorded before are taken, the tool runs once."""
+    chat = desk.conversation("canceller", id=cid, approve="changes")
+    cancelled = len(support_programs.CANCELLED)
+
+    with pytest.raises(Waiting) as waiting:
+        await chat("Cancel shipping order 7")
+    [asked] = waiting.value.approvals
+    turn = await waiting.value.turn.approve()
+
+    assert ("canceller#1/cancel#1", "canceller/cancel/cancel_order") == (asked["site"], asked["path"])
+    assert ("done", 2) == (turn.state, turn.attempt)
+    assert "order shipping: Cancel shipping order 7 is cancelled" in turn.result
+    assert 1 == len(support_programs.CANCELLED) - cancelled
+    found = [r for r in records(desk, cid) if r.get("turn") == turn.id]
+    assert 3 == sum(r["kind"] == "reply" for r in found)  # topic, the tool call, the answer: each once
+    assert [("started", 2), ("done", 2)] == [(r["state"], r["attempt"]) for r in found if r["kind"] == "tool"]
 
 
 async def test_a_helper_answers_only_inside_a_turn() -> None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 from core.errors import ErrorCode, ThreadlineError
 from core.models import ContextRule, TurnOutcome
 from core.settings import Settings
-from store.code import AIFunction, CodeProgram, ai, earlier, remember
-from store.code import program as program
+from store.code import AIFunction, CodeProgram, earlier, remember
 from store.flows import Flow, FlowBuilder
+from store.making import ai
+from store.making import program as program
 from store.metrics import Metric, metric
 from store.program import Program
 from store.tools import Tool, tool
