@@ -508,8 +508,8 @@ class Conversation(FlowMethods):
             context=self.config.context,
             lm=lm or self.config.lm,
             approve=_rule(approve) if approve is not None else self.config.approve,
-            remembers=self.config.remembers or None,
-            earlier_without=self.config.earlier_without or None,
+            remembers=self.config.remembers,
+            earlier_without=self.config.earlier_without,
         )
 
     def _inputs(self, args: tuple[Any, ...], inputs: dict[str, Any]) -> dict[str, Any]:
