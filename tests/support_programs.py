@@ -19,6 +19,8 @@ HANDOFFS: list[str] = []
 LOOKUPS: list[str] = []
 EARLIER: list[list[dict[str, Any]]] = []
 """What `probe` was given by `earlier()`, one list per turn."""
+PAUSES: list[float] = []
+"""How long `slow_support` waits between its helpers, when a test in this process says (else the env)."""
 INNER: list[Any] = []
 """A conversation handle a test gives `nesting`, which uses it inside its own turn."""
 
@@ -130,7 +132,7 @@ def secretive(message: str) -> str:
 def slow_support(message: str) -> str:
     """`support` with a pause between its two helpers, long enough to kill its worker there."""
     kind = topic(message)
-    time.sleep(float(os.environ.get("THREADLINE_TEST_PAUSE_S", "0")))
+    time.sleep(PAUSES[-1] if PAUSES else float(os.environ.get("THREADLINE_TEST_PAUSE_S", "0")))
     return answer(message, kind)
 
 

@@ -3,13 +3,16 @@ turn's model and are recorded as functai records them; the conversation refusals
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import functai
 import pytest
 import pytest_asyncio
+from functai import schemas
 from functai.conversations import _fields
 from temporalio.client import Client
 from temporalio.worker import Replayer
@@ -20,6 +23,7 @@ from core.settings import Settings
 from core.temporal import workflow_id
 from store.folder import FolderStore
 from tests import support_programs
+from tests.calllog_kit import call_records
 from threadline.acting import Waiting
 from threadline.client import Threadline, connect
 from worker import build_worker
@@ -212,6 +216,42 @@ async def test_a_helpers_tool_that_asks_a_person_makes_the_turn_wait(desk: Threa
     found = [r for r in records(desk, cid) if r.get("turn") == turn.id]
     assert 3 == sum(r["kind"] == "reply" for r in found)  # topic, the tool call, the answer: each once
     assert [("started", 2), ("done", 2)] == [(r["state"], r["attempt"]) for r in found if r["kind"] == "tool"]
+
+
+async def test_a_stopped_turn_asks_no_helper_after_the_stop(desk: Threadline, cid: str) -> None:
+    """A stop while the code runs between two helpers ends the turn `stopped` at once; the code, woken
+    later, asks its next helper nothing and records nothing more."""
+    chat = desk.conversation("slow_support", id=cid)
+    support_programs.PAUSES.append(1.5)
+    try:
+        placed = await chat.send("shipping, please")
+        await until(lambda: any(r["kind"] == "reply" for r in records(desk, cid)))
+
+        await chat.stop(placed.id)
+        stopped = await placed.result()
+        await asyncio.sleep(2.0)  # the code wakes and calls `answer`
+    finally:
+        support_programs.PAUSES.pop()
+
+    assert "stopped" == stopped.state
+    assert 1 == sum(r["kind"] == "reply" for r in records(desk, cid))
+
+
+async def test_a_program_turn_is_in_the_call_log(desk: Threadline, settings: Settings, cid: str) -> None:
+    """A program's turn is logged as functai logs a module's call (its schema accepts it)."""
+    turn = await desk.conversation("support", id=cid).predict("shipping, please")
+
+    found = call_records(FolderStore(desk.settings.store_folder("default")))
+
+    assert turn.id in found
+    assert (None, "module") == (schemas.problem("call", found[turn.id]), found[turn.id]["program"]["kind"])
+
+
+async def until(done: Any, within: float = 30.0) -> None:
+    deadline = time.monotonic() + within
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
 
 
 async def test_a_helper_answers_only_inside_a_turn() -> None:
