@@ -105,6 +105,8 @@ class HelperCalls:
         saw, exchanges = shown_calls(self._earlier(memory), helper, memory)
         identity = call_identity(helper)
         found = self.calls.found(site, identity, bound, saw) if memory is not None else None
+        if found is not None and not _fits(helper, found["lmcc"].get("outputs")):
+            found = None  # recorded by an engine whose answer does not fit the helper here: asked again
         if found is not None:
             outputs = dict(found["lmcc"].get("outputs") or {})
             mine = found if found.get("attempt") == self.run.owned else None  # this attempt's own, kept already
@@ -205,3 +207,14 @@ class HelperCalls:
             if err.code != ErrorCode.PARSE_FAILED or not repair:
                 raise
             return await self._reply(helper, self.run.repaired(request, err), repair=False)
+
+
+def _fits(helper: Program, outputs: Any) -> bool:
+    """Whether recorded `outputs` hold every output `helper` writes, each of its type."""
+    if not isinstance(outputs, Mapping):
+        return False
+    try:
+        helper.validate_outputs({name: outputs.get(name) for name, _ in helper.written})
+    except ThreadlineError:
+        return False
+    return True
