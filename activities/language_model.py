@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -109,7 +110,8 @@ def build_request(
         messages.extend(step_messages(exchange.get("steps") or (), prefix=f"t{n}_"))
         messages.append(Message("assistant", render_values(exchange.get("outputs") or {})))
     messages.append(Message("user", render_values(inputs)))
-    outputs = tuple(f for f in program.field_records() if f["direction"] == "output" and f["purpose"] == "plain")
+    written = ("plain", "reasoning")  # the model writes its reasoning too, when the program asks for it
+    outputs = tuple(f for f in program.field_records() if f["direction"] == "output" and f["purpose"] in written)
     instruction = "\n\n".join([program.instruction, *sections])
     return ModelRequest(
         model=model,
@@ -180,16 +182,18 @@ class Providers:
 # ----- the offline model
 
 
-def _sample(shape: Mapping[str, Any], text: str, count: int) -> Any:
-    """A deterministic value of `shape`: the reply text for strings, the turn count for numbers."""
+def _sample(shape: Mapping[str, Any], text: str, count: int, asked: str = "") -> Any:
+    """A deterministic value of `shape`: the reply text for strings, the turn count for numbers, the
+    choice the user's message names (else the first)."""
     if "enum" in shape:
-        return shape["enum"][0]
+        words = set(re.findall(r"\w+", asked.lower()))
+        return next((o for o in shape["enum"] if isinstance(o, str) and o.lower() in words), shape["enum"][0])
     if "anyOf" in shape:
         options = [o for o in shape["anyOf"] if o.get("type") != "null"]
-        return _sample(options[0], text, count) if options else None
+        return _sample(options[0], text, count, asked) if options else None
     kind = shape.get("type")
     if kind == "object":
-        return {k: _sample(v, text, count) for k, v in (shape.get("properties") or {}).items()}
+        return {k: _sample(v, text, count, asked) for k, v in (shape.get("properties") or {}).items()}
     samples: dict[Any, Any] = {"string": text, "integer": count, "number": float(count), "boolean": True, "array": []}
     return samples.get(kind, text)
 
@@ -207,7 +211,8 @@ class OfflineModel:
     once, in order (ids `offline_1`, `offline_2`, ...), each input holding the tool's required
     parameters sampled from their shapes: text takes the user's message, numbers the count of
     earlier turns, a choice its first option. Once results follow the last user message, it
-    answers, quoting each result (`Tools said: read_note: ...`).
+    answers, quoting each result (`Tools said: read_note: ...`). An output that is a choice (a
+    `Literal`) is the first option the user's message names as a word, else the first option.
     """
 
     def __init__(self, *, delay: float = 0.0, hold: asyncio.Event | None = None) -> None:
@@ -235,7 +240,7 @@ class OfflineModel:
                 await on_text(word if i == 0 else " " + word)
             if i == 0 and self.hold is not None:
                 await self.hold.wait()
-        outputs = {f["name"]: _sample(f["shape"], text, earlier) for f in request.outputs}
+        outputs = {f["name"]: _sample(f["shape"], text, earlier, asked) for f in request.outputs}
         return ModelReply(outputs=outputs, model="offline", usage=_usage(request, len(words)), text=text)
 
     async def _ask_tools(self, request: ModelRequest, asked: str, earlier: int) -> ModelReply:

@@ -21,13 +21,14 @@ from store.streams import Streams
 from store.turns import Begin
 
 from .calls import CallWriter
+from .codeturn import CodeTurnRun
 from .context import Preparer
 from .language_model import Providers, split_model
 from .plan import plan_turn, rule_of, turn_request
 from .providers import request_body
 from .run import TurnRun
 from .toolturn import ToolTurnRun
-from .transcript import find_program
+from .transcript import find_program, refuse_conversation
 
 
 class LLMActivities:
@@ -68,7 +69,7 @@ class LLMActivities:
         program = find_program(self.programs, input.send.program or config.program)
         lm = input.send.lm or config.lm or self.default_model
         conversation = await self.logs.open(config.store, config.conversation, config.store_id)
-        kind = ToolTurnRun if program.tools else TurnRun  # a turn with tools goes step by step, recorded
+        kind = run_kind(program)
         run = kind(conversation, program, input, rule_of(config, input.send), self.streams.get(config.store))
         run.on_end = functools.partial(self.calls.ended, config.store, conversation)
         try:
@@ -100,6 +101,7 @@ class LLMActivities:
         config, send = input.config, input.send
         program = find_program(self.programs, send.program or config.program)
         inputs = program.validate_inputs(send.inputs)
+        refuse_conversation(program, config, send)
         preparer = await self._preparer(input)
         placement = await preparer.prepare(config, send, record=False)
         request = turn_request(config, placement.applied(send), inputs)
@@ -107,14 +109,14 @@ class LLMActivities:
         model = send.lm or config.lm or self.default_model
         plan = plan_turn(log, program, request, model=split_model(model)[1], now=now())
         decided = plan.decided
-        if not isinstance(decided, Begin) or plan.request is None:
+        if not isinstance(decided, Begin):
             return RenderResult(model=model, parent=None, waits_for=getattr(decided, "turn", None))
-        return RenderResult(
+        return RenderResult(  # a program with code makes its helpers' requests as it runs: no request here
             model=model,
             parent=decided.parent,
             shown=decided.shown.turns,
             sections=decided.shown.sections,
-            request=request_body(model, plan.request),
+            request=request_body(model, plan.request) if plan.request is not None else None,
         )
 
     async def _preparer(self, input: BeginInput | RunInput) -> Preparer:
@@ -122,3 +124,11 @@ class LLMActivities:
         model = send.lm or config.lm or self.default_model
         conversation = await self.logs.open(config.store, config.conversation, config.store_id)
         return Preparer(conversation, self.providers, model)
+
+
+def run_kind(program: Program) -> type[TurnRun]:
+    """How a turn of `program` runs: its code (a program with code), step by step, recorded (a program
+    with tools), or one model call."""
+    if program.kind == "module":
+        return CodeTurnRun
+    return ToolTurnRun if program.tools else TurnRun

@@ -56,8 +56,10 @@ def turn_request(config: ConversationConfig, send: TurnSend, inputs: Mapping[str
     settings: dict[str, Any] = {"lm": lm} if lm else {}
     if approve is not None:  # recorded with the turn, so a resume anywhere asks about the same calls
         settings["approve"] = approve if isinstance(approve, str) else list(approve)
+    earlier_without = send.earlier_without if send.earlier_without is not None else config.earlier_without
     return TurnRequest(
         inputs,
+        earlier_without=earlier_without,
         request_id=send.request_id,
         view=view_of(send),
         sends=send.sends or config.sends,
@@ -74,7 +76,7 @@ def plan_turn(log: Log, program: Program, request: TurnRequest, *, model: str, n
         ThreadlineError: `conversation-busy` (refused) or `conversation-signature`.
     """
     decided = begin_turn(log, program, request, now=now)
-    if not isinstance(decided, Begin):
+    if not isinstance(decided, Begin) or program.kind == "module":  # a program's code asks its own requests
         return Plan(decided)
     return Plan(decided, request_of(program, decided.shown, request.inputs, model=model))
 
@@ -94,6 +96,7 @@ def shown_for_run(log: Log, program: Program, turn: str, rule: Rule, *, now: flo
         now=now,
         rule=rule,
         context=placed.record.get("context"),
+        module=program.kind == "module",
     )
 
 

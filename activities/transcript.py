@@ -18,15 +18,18 @@ from core.errors import ErrorCode, ThreadlineError
 from core.models import (
     BeginInput,
     BeginResult,
+    ConversationConfig,
     Ended,
     Interrupted,
     RunResult,
     TurnOutcome,
     TurnRef,
+    TurnSend,
     WatchInput,
     check_inputs,
 )
 from core.temporal import coded
+from store.code import refuse
 from store.log import Log, Turn
 from store.program import Program
 from store.reader import LogCache, now
@@ -69,6 +72,7 @@ class TranscriptActivities:
         program = self.program(send.program or config.program)
         check_inputs(send.inputs)  # a signal may come from any SDK or the Temporal CLI, not only our client
         request = turn_request(config, send, program.validate_inputs(send.inputs))
+        refuse_conversation(program, config, send)  # before anything is recorded
         conversation = await self.logs.open(config.store, config.conversation, config.store_id)
         store_id = await self.logs.stores.identity(config.store)
         while True:
@@ -168,6 +172,12 @@ def find_program(programs: Mapping[str, Program], name: str) -> Program:
         message = f"no program named {name!r} is registered on this worker (registered: {known})"
         raise ThreadlineError(ErrorCode.PROGRAM_UNKNOWN, message)
     return found
+
+
+def refuse_conversation(program: Program, config: ConversationConfig, send: TurnSend) -> None:
+    """Refuse a conversation that cannot keep `program`'s turns (`store.code.refuse`); every store a
+    worker writes keeps its records."""
+    refuse(program, remembers=send.memory(config), persistent=True)
 
 
 def _stop(log: Log, turn: Turn) -> list[Record] | None:

@@ -133,20 +133,21 @@ def report(sections: Sequence[Section], total_s: float) -> str:
 
 
 def summary(sections: Sequence[Section], total_s: float) -> str:
-    """The generated part of the README: per benchmark, its targets met, and each one missed."""
-    lines = [
-        _header(total_s) + " Every figure is beside its anchor from the same run: "
-        "[the tables, and what each anchor is](docs/benchmarks.md).",
-        "",
-        "| benchmark | targets met | not met (threadline / anchor) |",
-        "|---|---:|---|",
-    ]
+    """The generated part of the README: targets met per benchmark, and each one missed."""
+    counts, missed = [], []
     for section in sections:
         rows = [row for row in section.rows if getattr(row, "met", None) is not None]
-        if not rows:
-            continue
-        missed = [_missed(row) for row in rows if row.met is False]
-        lines.append(f"| {section.name} | {len(rows) - len(missed)} of {len(rows)} | {'; '.join(missed) or '-'} |")
+        if rows:
+            counts.append(f"{section.name} {sum(bool(row.met) for row in rows)}/{len(rows)}")
+            missed += [f"- {section.name}, {_missed(row)}" for row in rows if row.met is False]
+    met = sum(int(c.split()[-1].split("/")[0]) for c in counts)
+    total = sum(int(c.split()[-1].split("/")[1]) for c in counts)
+    lines = [
+        _header(total_s) + " Each figure is beside its anchor from the same run: "
+        "[the tables, and what each anchor is](docs/benchmarks.md).",
+        f"Targets met: {met} of {total} ({', '.join(counts)}){'. Not met:' if missed else '.'}",
+        *missed,
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import ErrorCode, ThreadlineError
 
@@ -110,6 +110,24 @@ class ContextRule(Model):
     topic_model: str | None = None
 
 
+class HelperMemory(Model):
+    """What a helper of a program with code remembers in a conversation (`remembers={name: ...}`).
+
+    `conversation`: its own earlier calls on the branch, in earlier turns and this one; `turn`: its
+    earlier calls in this turn only; `steps`: with their tool calls and results. `own` is not a helper's
+    memory: it lets the program's code use another conversation (named by its program) inside its turn.
+    A plain string is the mode (`"conversation"`).
+    """
+
+    mode: Literal["conversation", "turn", "own"] = "conversation"
+    steps: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_mode(cls, value: Any) -> Any:
+        return {"mode": value} if isinstance(value, str) else value
+
+
 class ConversationConfig(Model):
     """What a conversation workflow needs to know of itself; set by the client that starts it."""
 
@@ -136,6 +154,11 @@ class ConversationConfig(Model):
     """While a turn waits, the log is read after this long, then twice as long each time (up to an hour),
     for answers another process recorded without telling the workflow (functai's); answers given through
     Threadline wake it at once."""
+    remembers: dict[str, HelperMemory] = {}
+    """A program with code's helpers' memory, by helper name (helpers remember nothing otherwise)."""
+    earlier_without: tuple[str, ...] = ()
+    """Outputs the program now writes that earlier turns lack (reasoning turned on, a first tool): they are
+    shown without them instead of the send being refused `conversation-signature`."""
 
 
 class TurnSend(Model):
@@ -160,6 +183,14 @@ class TurnSend(Model):
     """This turn's `approve` rule (None: the conversation's)."""
     merge: MergeSpec | None = None
     """A merge instead of a turn (`workflows/_merges.py`): the branches and the program that merges them."""
+    earlier_without: tuple[str, ...] | None = None
+    """This send's `earlier_without` (None: the conversation's)."""
+    remembers: dict[str, HelperMemory] | None = None
+    """This send's helpers' memory (None: the conversation's); a handle's travels with each send."""
+
+    def memory(self, config: ConversationConfig) -> dict[str, HelperMemory]:
+        """The helpers' memory this send runs with: its own, else the conversation's."""
+        return self.remembers if self.remembers is not None else config.remembers
 
 
 class MergeSpec(Model):

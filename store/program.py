@@ -43,6 +43,7 @@ FORMAT = 1
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ANSWER_NAMES = ("result", "output", "answer")
 _TOOLS_INPUT = ("tools", "calls")  # with tools, functai keeps these names for the tool definitions and calls
+REASONING = "reasoning"
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,6 +75,10 @@ class Program:
             tools, functai's signature gains the `tools` input and the `calls` output.
         approve: Which tool calls ask first (`store.approvals.check_approve`): None, `"changes"`,
             `"all"`, names and paths, or a function answering in place of a person.
+        reasoning: The model writes its reasoning first: functai's `reasoning` output (purpose
+            `reasoning`), which a conversation made without it takes with `earlier_without`.
+        log_content: `(field, kept)` pairs: a field not kept may enter no record, so a conversation
+            (which must remember it) refuses the program (`conversation-content`).
 
     Raises:
         ThreadlineError: `program-invalid` for a bad name, type, default, tool or approve rule.
@@ -87,6 +92,11 @@ class Program:
     defaults: tuple[tuple[str, Any], ...] = ()
     tools: tuple[Tool, ...] = ()
     approve: Approve = None
+    reasoning: bool = False
+    log_content: tuple[tuple[str, bool], ...] = ()
+
+    kind = "ai"
+    """`program_kind` in the `program` record: `ai` (the model answers), `module` (a program with code)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tools", tool_list(self.tools))
@@ -97,9 +107,18 @@ class Program:
         _ = self._fields, self._adapters, self._json_defaults  # a bad type or default fails where it is defined
 
     @classmethod
-    def define(cls, name: str, instruction: str, *, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> Program:
+    def define(
+        cls,
+        name: str,
+        instruction: str,
+        *,
+        inputs: Mapping[str, Any],
+        outputs: Mapping[str, Any],
+        reasoning: bool = False,
+        module: str = "threadline",
+    ) -> Program:
         """Build a program from mappings of field names to Python types (the answer last)."""
-        return cls(name, instruction, tuple(inputs.items()), tuple(outputs.items()))
+        return cls(name, instruction, tuple(inputs.items()), tuple(outputs.items()), module, reasoning=reasoning)
 
     @overload
     @classmethod
@@ -110,6 +129,8 @@ class Program:
         module: str = ...,
         tools: Iterable[Tool | Callable[..., Any]] = ...,
         approve: Any = ...,
+        reasoning: bool = ...,
+        log_content: Mapping[str, bool] | None = ...,
     ) -> Program: ...
 
     @overload
@@ -121,6 +142,8 @@ class Program:
         module: str = ...,
         tools: Iterable[Tool | Callable[..., Any]] = ...,
         approve: Any = ...,
+        reasoning: bool = ...,
+        log_content: Mapping[str, bool] | None = ...,
     ) -> Callable[[Callable[..., Any]], Program]: ...
 
     @classmethod
@@ -131,6 +154,8 @@ class Program:
         module: str = "threadline",
         tools: Iterable[Tool | Callable[..., Any]] = (),
         approve: Any = None,
+        reasoning: bool = False,
+        log_content: Mapping[str, bool] | None = None,
     ) -> Program | Callable[[Callable[..., Any]], Program]:
         """Build a program from a typed function, reading it as functai's `@ai` does.
 
@@ -140,7 +165,8 @@ class Program:
         Without `fn` it is a decorator with those settings (`@threadline.program(tools=[...])`).
         """
         if fn is None:
-            return lambda f: cls.from_function(f, module=module, tools=tools, approve=approve)
+            settings = {"module": module, "approve": approve, "reasoning": reasoning, "log_content": log_content}
+            return lambda f: cls.from_function(f, tools=tools, **settings)
         hints = type_hints(fn, extras=True)
         params = inspect.signature(fn).parameters
         inputs = tuple((name, _input_type(p, hints.get(name, str))) for name, p in params.items())
@@ -148,19 +174,41 @@ class Program:
         answer = next((n for n in _ANSWER_NAMES if n not in params), _ANSWER_NAMES[0])
         output = hints["return"] if _is_type_hint(hints.get("return")) else str
         doc = inspect.cleandoc(fn.__doc__ or "")
-        settings = {"module": module, "defaults": defaults, "tools": tuple(tools), "approve": approve}
-        return cls(fn.__name__, doc, inputs, ((answer, output),), **settings)
+        return cls(
+            fn.__name__,
+            doc,
+            inputs,
+            ((answer, output),),
+            module,
+            defaults,
+            tool_list(tools),
+            approve,
+            reasoning=reasoning,
+            log_content=kept_fields(log_content),
+        )
 
     @cached_property
     def _fields(self) -> tuple[Field, ...]:
         ins = [Field(name=n, direction="input", shape=shape_of(tp)) for n, tp in self.inputs]
+        thinks = [Field(name=REASONING, direction="output", purpose="reasoning", shape={"type": "string"})]
         calls = [Field(name="calls", direction="output", purpose="tools.calls", shape=CALLS_SHAPE)] * bool(self.tools)
-        return (*ins, *calls, *(Field(name=n, direction="output", shape=shape_of(tp)) for n, tp in self.outputs))
+        outs = (Field(name=n, direction="output", shape=shape_of(tp)) for n, tp in self.outputs)
+        return (*ins, *thinks * self.reasoning, *calls, *outs)
+
+    @property
+    def written(self) -> tuple[tuple[str, Any], ...]:
+        """The outputs the model writes, by name and type: `reasoning` first when it is on, then the outputs."""
+        return (((REASONING, str),) if self.reasoning else ()) + self.outputs
+
+    @property
+    def dropped(self) -> list[str]:
+        """The fields its `log_content` setting keeps out of every record."""
+        return [name for name, kept in self.log_content if not kept]
 
     @cached_property
     def _adapters(self) -> dict[str, pydantic.TypeAdapter[Any]]:
         try:
-            return {n: pydantic.TypeAdapter(tp) for n, tp in self.inputs + self.outputs}
+            return {n: pydantic.TypeAdapter(tp) for n, tp in self.inputs + self.written}
         except pydantic.PydanticUserError as exc:
             message = f"program {self.name!r}: a field's type cannot be checked; use JSON types"
             raise ThreadlineError(ErrorCode.PROGRAM_INVALID, message) from exc
@@ -237,7 +285,11 @@ class Program:
 
     def validate_outputs(self, outputs: Mapping[str, Any]) -> dict[str, Any]:
         """Return `outputs` checked and as JSON, or raise `parse-failed` naming the field."""
-        return self._bind(outputs, self.outputs, {}, ErrorCode.PARSE_FAILED)
+        return self._bind(outputs, self.written, {}, ErrorCode.PARSE_FAILED)
+
+    def typed(self, name: str, value: Any) -> Any:
+        """A field's JSON value as its Python type (a pydantic model, a dataclass, ...)."""
+        return self._adapters[name].validate_python(value)
 
     def _bind(
         self, given: Mapping[str, Any], fields: tuple[tuple[str, Any], ...], defaults: dict[str, Any], code: ErrorCode
@@ -273,7 +325,7 @@ class Program:
 
 
 def _definition_problem(program: Program) -> str | None:
-    names = [n for n, _ in program.inputs + program.outputs] + (["calls"] if program.tools else [])
+    names = [n for n, _ in program.inputs + program.written] + (["calls"] if program.tools else [])
     bad = [n for n in names if not _NAME.fullmatch(n)]
     outside = [f.name for f in program.fields if not set(_refs(f.shape)) <= set(f.shape.get("$defs", {}))]
     reserved = [n for n, _ in program.inputs if n in _TOOLS_INPUT] if program.tools else []
@@ -284,10 +336,16 @@ def _definition_problem(program: Program) -> str | None:
         (not program.outputs, "it has no output"),
         (len(set(names)) != len(names), "two of its fields have one name"),
         (not {n for n, _ in program.defaults} <= {n for n, _ in program.inputs}, "a default names no input"),
+        (not {n for n, _ in program.log_content} <= set(names), "its log_content names a field it lacks"),
         # functai refuses a `$ref` its own shape cannot resolve (a list of models that nest models)
         (bool(outside), f"the shape of {(outside or [''])[0]!r} refers to $defs it does not hold"),
     ]
     return next((why for failed, why in checks if failed), None)
+
+
+def kept_fields(log_content: Mapping[str, bool] | None) -> tuple[tuple[str, bool], ...]:
+    """A `log_content` setting (`{"transcript": False}`) as the program keeps it."""
+    return tuple((str(name), bool(kept)) for name, kept in (log_content or {}).items())
 
 
 def _refs(node: Any) -> Iterator[str]:

@@ -239,8 +239,10 @@ def shown(
     context: Mapping[str, Any] | None = None,
     covered: Collection[str] = (),
     sections: Sequence[str] = (),
+    module: bool = False,
 ) -> Shown:
-    """What a turn after `parent` is shown, for an AI program with these `fields` and `signature`.
+    """What a turn after `parent` is shown, for an AI program with these `fields` and `signature`, or
+    (`module`) for a program with code: its rows, and an entry `{"call": t}` per turn (format-1.md 4.8).
 
     `context` is a turn's recorded `context` (`{"turns", "without", "sections"}`): resuming that
     turn shows exactly it instead of applying the rule again. Otherwise the rule picks among the
@@ -257,7 +259,11 @@ def shown(
         else:
             picked = rule.pick([t for t in done if t.id not in covered] if covered else done)
             without = _without(picked, rule.without)
-        saw, rows, exchanges = _shown_turns(log, picked, without, fields=fields, signature=signature)
+        if module:
+            saw: list[Record] = [{"call": t.id} for t in picked]
+            rows, exchanges = _rows(picked, without), list[dict[str, Any]]()
+        else:
+            saw, rows, exchanges = _shown_turns(log, picked, without, fields=fields, signature=signature)
         record = None
         if context is None and (sections or covered or rule != Rule()):
             record = {"turns": [t.id for t in picked], "without": without, "sections": list(sections)}
@@ -270,6 +276,15 @@ def shown(
             sections=list(sections),
             context=record,
         )
+
+
+def _rows(picked: list[Turn], without: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """Each picked turn's inputs and outputs by name, without the fields left out of it."""
+    rows = []
+    for t in picked:
+        gone = set(without.get(t.id, ()))
+        rows.append({k: v for k, v in {**t.inputs, **t.outputs}.items() if k not in gone})
+    return rows
 
 
 def _without(picked: list[Turn], names: Collection[str]) -> dict[str, list[str]]:

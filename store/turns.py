@@ -128,6 +128,7 @@ def shown_for(
         rule=rule,
         covered=set(data["turns"]) if data else (),
         sections=added,
+        module=program.kind == "module",
     )
 
 

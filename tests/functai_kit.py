@@ -9,7 +9,7 @@ from typing import Any
 
 import functai
 from functai import _ai, ai
-from lm15.testing import FakeLM
+from lm15.testing import FakeLM, _as_response
 
 
 @ai  # type: ignore[untyped-decorator]
@@ -45,3 +45,32 @@ def offline(replies: list[Any], *, delay: float = 0.0) -> Iterator[Any]:
     client = SlowLM(replies, delay=delay) if delay else FakeLM(replies)
     with functai.configure(lm="fake-model", client=client):
         yield client
+
+
+class Responder(FakeLM):  # type: ignore[misc]
+    """FakeLM that answers each request with `answer(request)` (a reply text), so the order of calls
+    need not be scripted; `hold` (a helper's instruction text) makes requests whose system prompt holds
+    it wait for ever (a process to kill there). `provider` is the provider it stands for (a turn that
+    recorded `openai:...` is resumed with an `openai` model)."""
+
+    def __init__(self, answer: Any, *, hold: str | None = None, provider: str = "fake") -> None:
+        super().__init__([], provider=provider)
+        self.answer = answer
+        self.hold = hold
+
+    def _next(self, request: Any) -> Any:
+        self.requests.append(request)
+        if self.hold is not None and self.hold in str(request.system):
+            time.sleep(3600)
+        return _as_response(self.answer(request))
+
+
+def support_reply(request: Any) -> str:
+    """functai's model for the support programs: `topic` names the topic the message names (shipping, else
+    other), `handoff` summarises, `answer` says how many messages it was sent."""
+    system, last = str(request.system), str(request.messages[-1])
+    if "writing about" in system:
+        return reply("other" if "person" in last else "shipping")
+    if "Summarize" in system:
+        return reply("summary")
+    return reply(f"answer after {len(request.messages)} messages")

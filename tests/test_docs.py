@@ -48,6 +48,12 @@ README_PRINTS = [
     "(offline) You said: Let's talk about decimals instead. I was shown 1 earlier turn(s).",
 ]
 """What the README's Python quickstart prints with the offline model."""
+README_SUPPORT_PRINTS = [
+    "(offline) You said: message: My parcel is late, a shipping question.",
+    "topic: shipping. I was shown 0 earlier turn(s).",
+    "A person from our team will write to you shortly.",
+]
+"""What the README's program with code prints: `topic` sorts, `answer` answers, then a hand-over."""
 CODE = ("core", "store", "activities", "workflows", "threadline", "worker.py", "bench", "tests")
 """Where environment variables are read: the code, its benchmarks and its tests."""
 _NAMED = re.compile(r"\b(THREADLINE_[A-Z0-9_]+|(?:OPENAI|ANTHROPIC)_(?:API_KEY|BASE_URL|STREAM|MAX_TOKENS))\b")
@@ -286,3 +292,4 @@ async def test_the_page_runs_as_written(page: Path, client: Client, settings: Se
 
     if page == README:
         assert README_PRINTS == run.outputs[0].splitlines()
+        assert README_SUPPORT_PRINTS == run.outputs[1].splitlines()

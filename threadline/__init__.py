@@ -11,7 +11,10 @@ from __future__ import annotations
 from core.errors import ErrorCode, ThreadlineError
 from core.models import ContextRule, TurnOutcome
 from core.settings import Settings
+from store.code import AIFunction, CodeProgram, earlier, remember
 from store.flows import Flow, FlowBuilder
+from store.making import ai
+from store.making import program as program
 from store.metrics import Metric, metric
 from store.program import Program
 from store.tools import Tool, tool
@@ -29,14 +32,18 @@ from .turnstream import TurnStream
 
 # `@threadline.program` over a typed function makes it a program: its docstring is the
 # instruction, its parameters the inputs, its return type the `result` output, with the fields and
-# signature functai gives the same function. Workers register the programs of the modules named
+# signature functai gives the same function. A body of its own (not only a docstring, `...` or
+# `raise NotImplementedError`) makes it a program with code: the body runs as the turn on the worker and
+# calls AI functions (`@threadline.ai`), which remember per conversation (`remembers=`, `remember`);
+# `earlier()` is the conversation so far inside it. Workers register the programs of the modules named
 # in THREADLINE_PROGRAMS. `@threadline.program(tools=[...], approve=...)` gives the model tools.
 # `@threadline.tool` or `@threadline.tool(effects="reads")` makes a typed function a tool. A turn whose
 # tool call needs a person raises `Waiting`; `await err.turn.approve()` answers, and the turn goes on.
-program = Program.from_function
 
 __all__ = [
+    "AIFunction",
     "Cancelled",
+    "CodeProgram",
     "ContextRule",
     "Conversation",
     "ConversationInfo",
@@ -60,12 +67,15 @@ __all__ = [
     "TurnOutcome",
     "TurnStream",
     "Waiting",
+    "ai",
     "connect",
+    "earlier",
     "evaluate",
     "functai_store",
     "metric",
     "program",
     "rated",
+    "remember",
     "tool",
     "train_test",
 ]

@@ -70,6 +70,7 @@ from workflows.conversation import ConversationWorkflow
 
 from . import learning
 from .acting import LiveTurn, Waiting
+from .coding import refuse_nested, remembers_of
 from .guided import FlowMethods
 from .listing import Listing
 from .reading import Page, Turn, find_turn, history, to_turn
@@ -164,12 +165,17 @@ class Threadline(Listing):
         approve: ApproveRule | list[str] = None,
         approval_timeout_s: float | None = None,
         waiting_check_s: float | None = None,
+        remembers: Mapping[Any, Any] | None = None,
+        earlier_without: Sequence[str] = (),
     ) -> Conversation:
         """A handle on conversation `id` (a new UUIDv7 id when None) made with `program`.
 
         `approve` names the tool calls a person is asked about first (`"changes"`, `"all"`, tool names
         and paths; None: the program's rule); a turn nobody answers within `approval_timeout_s` is
-        abandoned (None: it waits as long as it takes).
+        abandoned (None: it waits as long as it takes). `remembers` gives a program with code's helpers
+        their memory (`{answer: "conversation"}`, `"turn"`, `threadline.remember(..., steps=True)`, or
+        `"own"` for a conversation its code uses); `earlier_without` names outputs the program now
+        writes that earlier turns lack (`["reasoning"]`).
         """
         self.logs.stores.check(store)
         rule = context if isinstance(context, ContextRule) else ContextRule.model_validate(context or {})
@@ -185,6 +191,8 @@ class Threadline(Listing):
             attributes_every_s=self.settings.attributes_every_s,
             approve=_rule(approve),
             approval_timeout_s=approval_timeout_s,
+            remembers=remembers_of(remembers),
+            earlier_without=tuple(earlier_without),
             **({} if waiting_check_s is None else {"waiting_check_s": waiting_check_s}),
         )
         return Conversation(self, config)
@@ -566,6 +574,7 @@ class Conversation(FlowMethods):
     def _send(self, inputs: dict[str, Any], *, request_id: str | None, lm: str | None, approve: Any = None) -> TurnSend:
         if request_id is not None and not 0 < len(request_id) <= MAX_REQUEST_ID:
             raise ThreadlineError(ErrorCode.INVALID_REQUEST, f"a request id has 1 to {MAX_REQUEST_ID} characters")
+        refuse_nested(self.config)  # before anything is sent or recorded
         pinned = self.view.pinned
         return TurnSend(
             request_id=request_id or uuid7(),
@@ -578,6 +587,8 @@ class Conversation(FlowMethods):
             context=self.config.context,
             lm=lm or self.config.lm,
             approve=_rule(approve) if approve is not None else self.config.approve,
+            remembers=self.config.remembers,
+            earlier_without=self.config.earlier_without,
         )
 
     def _inputs(self, args: tuple[Any, ...], inputs: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import sys
 from core.settings import Settings
 
 from . import output
+from .coding import add_code_options, code_options
 from .common import (
     Chat,
     Progress,
@@ -52,6 +53,7 @@ def _add_send(commands: Subcommands, common: argparse.ArgumentParser) -> None:
         "--sends", choices=("queue", "refuse", "branch", "interrupt"), default="queue", help="while a turn runs"
     )
     send.add_argument("--lm", metavar="MODEL", help="the model for this turn (default THREADLINE_MODEL)")
+    add_code_options(send)
     send.add_argument("--no-wait", action="store_true", help="print the turn id once placed; do not wait")
     send.set_defaults(run=run_send)
 
@@ -117,7 +119,7 @@ async def run_send(args: argparse.Namespace, out: Output) -> int:
     """Send a turn; print how it ended (or, with `--no-wait`, where it was placed)."""
     settings = Settings.from_env()
     inputs = message_inputs(args.message, args.program, settings)
-    chat = await open_conversation(args, settings, sends=args.sends)
+    chat = await open_conversation(args, settings, sends=args.sends, **code_options(args))
     if args.from_turn:
         chat = chat.continue_from(args.from_turn)
     async with Progress.on_stderr() as progress:

@@ -236,8 +236,10 @@ def render_text(data: Mapping[str, Any]) -> str:
         rows.append(("waits for", f"{data['waits_for']} (still running)"))
     if data["sections"]:
         rows.append(("sections", f"{len(data['sections'])} (a summary of the turns not shown)"))
-    if data["request"] is None:
+    if data["request"] is None and data["waits_for"]:
         return fields(rows) + "\n\nThe send would wait for that turn to end; render again once it has."
+    if data["request"] is None:  # a program with code: its helpers' requests are made as its code runs
+        return fields(rows) + "\n\nThe program runs code: its helpers make their requests as it runs."
     request = json.dumps(data["request"], ensure_ascii=False, indent=2, default=str)
     return fields(rows) + "\n\n" + request
 

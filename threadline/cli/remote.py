@@ -160,7 +160,11 @@ class RemoteConversation:
 
     def _choices(self) -> dict[str, Any]:
         sends: Sends = self.config.sends
-        return {"program": self.config.program, "sends": sends, "continue_from": self.continue_after}
+        config = self.config
+        code: dict[str, Any] = {"earlier_without": list(config.earlier_without) or None, "remembers": None}
+        if config.remembers:
+            code["remembers"] = {name: memory.model_dump() for name, memory in config.remembers.items()}
+        return {"program": config.program, "sends": sends, "continue_from": self.continue_after, **code}
 
     async def outcome(self, request_id: str) -> TurnOutcome:
         """Wait for how the send `request_id` ended (the same send again, waiting: one turn per request id)."""

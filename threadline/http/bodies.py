@@ -86,6 +86,13 @@ class CreateConversationRequest(RequestBody):
     lm: str | None = None
 
 
+class RememberRequest(RequestBody):
+    """What a helper of a program with code remembers (`threadline.remember`)."""
+
+    mode: Literal["conversation", "turn", "own"] = "conversation"
+    steps: bool = False
+
+
 class TurnRequest(RequestBody):
     """One turn: `inputs` by name, or `message` for a program with one text input (`tutor`)."""
 
@@ -111,6 +118,10 @@ class TurnRequest(RequestBody):
     context: ContextRequest | None = None
     approve: Literal["changes", "all"] | list[str] | None = None
     """Which tool calls ask a person first, for this turn only (`[]`: none; unset: the program's rule)."""
+    earlier_without: list[str] | None = None
+    """Outputs the program now writes that earlier turns lack (`["reasoning"]`): shown without them."""
+    remembers: dict[str, Literal["conversation", "turn", "own"] | RememberRequest] | None = None
+    """A program with code's helpers' memory by helper name (`{"answer": "conversation"}`)."""
     wait: bool = False
     """Answer 200 with the outcome once the turn ended (or waits for a person), instead of 202 once placed."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response, Security
 from fastapi.responses import StreamingResponse
@@ -122,7 +122,9 @@ async def create_conversation(request: Request, body: m.CreateConversationReques
 async def send_turn(chat: Chat, body: m.TurnRequest, response: Response) -> m.Placed | TurnOutcome:
     """Send a turn: 202 once placed (its id known before the model answers), or 200 with its outcome (`wait`)."""
     context = body.context.to_rule() if body.context else None
-    chat = chat.tl.conversation(body.program, chat.id, store=chat.config.store, sends=body.sends, context=context)
+    chat = chat.tl.conversation(
+        body.program, chat.id, store=chat.config.store, sends=body.sends, context=context, **_code_settings(body)
+    )
     target = chat.continue_from(body.continue_from) if body.continue_from else chat
     if body.wait:
         response.status_code = 200
@@ -131,6 +133,12 @@ async def send_turn(chat: Chat, body: m.TurnRequest, response: Response) -> m.Pl
     if placed.id is not None:
         response.headers["Location"] = f"/v1/conversations/{chat.id}/turns/{placed.id}?store={chat.config.store}"
     return m.Placed(turn=placed.id, parent=placed.parent, request_id=placed.request_id)
+
+
+def _code_settings(body: m.TurnRequest) -> dict[str, Any]:
+    """The send's `earlier_without` and `remembers`, as `Threadline.conversation` takes them."""
+    remembers = {k: v if isinstance(v, str) else v.model_dump() for k, v in (body.remembers or {}).items()}
+    return {"earlier_without": tuple(body.earlier_without or ()), "remembers": remembers}
 
 
 async def _send(how: Callable[..., Awaitable[T]], body: m.TurnRequest) -> T:
