@@ -16,26 +16,21 @@ nothing of the transcript passes through Temporal.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from datetime import timedelta
+from typing import Any
 
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
-    WithStartWorkflowOperation,
     WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
-    WorkflowUpdateStage,
 )
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.plan import rule_of
@@ -46,7 +41,6 @@ from core.models import (
     Begun,
     ContextRule,
     ConversationConfig,
-    ConversationState,
     RenderResult,
     Sends,
     StopSend,
@@ -65,12 +59,12 @@ from store.reader import ConversationLog, LogCache, now
 from store.records import uuid7
 from store.rules import View, view_head
 from store.streams import StreamReader
-from workflows.attributes import CONVERSATION_KEY, PROGRAM_KEY, SEARCH_ATTRIBUTE_KEYS, STORE_KEY, UPDATED_KEY
-from workflows.conversation import ConversationWorkflow
+from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 
 from . import learning
 from .acting import LiveTurn, Waiting
 from .coding import refuse_nested, remembers_of
+from .delivery import Delivery
 from .guided import FlowMethods
 from .listing import Listing
 from .reading import Page, Turn, find_turn, history, to_turn
@@ -199,36 +193,9 @@ class Threadline(Listing):
 
 
 _LOG_CHECK_S = 0.25
-UPDATE_PATIENCE_S = 120.0
-"""How long a caller keeps asking while the conversation's workflow task is failing."""
-ACCEPT_WAIT_S = 3.0
-"""How long a caller waits for a worker to take its question before it checks any worker polls."""
-U = TypeVar("U")
-
-
-_ASK_AGAIN = (RPCStatusCode.FAILED_PRECONDITION, RPCStatusCode.RESOURCE_EXHAUSTED)
-"""Refusals of an update that pass: a workflow task failing for a while, or the 10 updates in flight
-that Temporal allows per workflow (each ends with its turn)."""
-
-
-def _no_worker(task_queue: str) -> ThreadlineError:
-    message = (
-        f"no worker polls task queue {task_queue!r}: the send is kept and runs once one starts "
-        "(`threadline worker`); ask again with the same request id for its answer"
-    )
-    return ThreadlineError(ErrorCode.SERVER_UNAVAILABLE, message, retryable=True)
-
-
 _END_GRACE_S = 2.0
 """How long a watch waits for a stream's `end` once the log says its turn ended: a PostgreSQL
 store's stream is written by a thread of its own, so its last events may land just after."""
-
-
-def _signal_of(send: TurnSend | StopSend) -> str:
-    """The signal that carries `send`: `flow` starts a guided flow, `turn` sends, `stop` stops."""
-    if isinstance(send, StopSend):
-        return "stop"
-    return "turn" if send.flow is None else "flow"
 
 
 def _rule(approve: ApproveRule | list[str]) -> ApproveRule:
@@ -286,7 +253,7 @@ class TurnHandle:
         return await self.conversation.turn(outcome.turn)
 
 
-class Conversation(FlowMethods):
+class Conversation(FlowMethods, Delivery):
     """One conversation: send turns, read them, stop them, branch, move the head; guided flows (`FlowMethods`)."""
 
     tl: Threadline
@@ -297,28 +264,9 @@ class Conversation(FlowMethods):
         self.view = view or View()
 
     @property
-    def id(self) -> str:
-        """The conversation id."""
-        return self.config.conversation
-
-    @property
     def handle(self) -> WorkflowHandle[Any, Any]:
         """The conversation's workflow (on a connected `Threadline`)."""
         return self.tl.client.get_workflow_handle(workflow_id(self.config.store, self.id))
-
-    async def _workflow(self) -> WorkflowHandle[Any, Any]:
-        """The conversation's workflow, connecting to Temporal if this is the first call that needs it.
-
-        The config it starts with names the store's identity, so a worker with another store under the
-        same name never writes this conversation.
-        """
-        client = await self.tl.temporal()
-        if self.config.search_attributes != bool(self.tl.search_attributes):
-            self.config = self.config.model_copy(update={"search_attributes": bool(self.tl.search_attributes)})
-        if self.config.store_id is None:
-            store_id = await self.tl.logs.stores.identity(self.config.store)
-            self.config = self.config.model_copy(update={"store_id": store_id})
-        return client.get_workflow_handle(workflow_id(self.config.store, self.id))
 
     async def _read(self) -> Log:
         return await self.tl.log(self.config.store, self.id).read()
@@ -455,121 +403,6 @@ class Conversation(FlowMethods):
     def sent(self, inputs: dict[str, Any], *, request_id: str | None, lm: str | None) -> TurnSend:
         """The send this view makes with `inputs` (checked), placed where the view continues."""
         return self._send(inputs, request_id=request_id, lm=lm)
-
-    async def signal(self, send: TurnSend | StopSend) -> None:
-        """Deliver a `turn` or `stop` with signal-with-start (the conversation reopens if it had closed)."""
-        await self._workflow()  # connects, and settles the search attributes in the config
-        client, config = self.tl.client, self.config
-        try:
-            await client.start_workflow(
-                ConversationWorkflow.run,
-                ConversationState(config=config),
-                id=workflow_id(config.store, config.conversation),
-                task_queue=self.tl.settings.task_queue,
-                start_signal=_signal_of(send),
-                start_signal_args=[send],
-                static_summary=self._summary(),
-                search_attributes=self._attributes(),
-            )
-        except RPCError as err:
-            raise from_failure(err) from None
-
-    async def _sent(self, name: str, send: TurnSend, answer: type[U]) -> U:
-        """Deliver `send` and ask the update `name` about it in one round trip (update-with-start).
-
-        That update is durable only once a worker accepted it; when none does within `ACCEPT_WAIT_S`
-        (no worker, a workflow task that keeps failing, an overloaded server), the send goes as a
-        signal, durable at once, and is asked about as any other. The workflow queues a request id
-        once, so a late acceptance of the first attempt places nothing twice.
-        """
-        await self._workflow()  # connects, and settles the store identity and attributes in the config
-        start = self._start_operation()
-        try:
-            accepted = await self.tl.client.start_update_with_start_workflow(
-                name,
-                send,
-                start_workflow_operation=start,
-                id=f"{name}/{send.request_id}/{uuid7()}",
-                wait_for_stage=WorkflowUpdateStage.ACCEPTED,
-                result_type=answer,
-                rpc_timeout=timedelta(seconds=ACCEPT_WAIT_S),
-            )
-        except WorkflowUpdateFailedError as err:
-            raise from_failure(err) from None
-        except (WorkflowUpdateRPCTimeoutOrCancelledError, RPCError) as err:
-            with contextlib.suppress(Exception):
-                await start.workflow_handle()  # settled by now: take its error, so none goes unretrieved
-            await self.signal(send)  # durable now, whatever becomes of the first attempt
-            if isinstance(err, WorkflowUpdateRPCTimeoutOrCancelledError) and await self._nobody_polls():
-                raise _no_worker(self.tl.settings.task_queue) from None
-            return await self._update("wait" if name == "send" else "begun", send.request_id, answer)
-        try:
-            result: U = await accepted.result()
-        except WorkflowUpdateFailedError as err:
-            raise from_failure(err) from None
-        return result
-
-    async def outcome(self, request_id: str) -> TurnOutcome:
-        """Wait for how the send `request_id` ended."""
-        return await self._update("wait", request_id, TurnOutcome)
-
-    async def _update(self, name: str, request_id: str, answer: type[U]) -> U:
-        """Ask the workflow `name` for `request_id`.
-
-        A send is durable before this is asked, so two waits end early with a coded error instead of
-        hanging: no worker polls the task queue (`server-unavailable` within `ACCEPT_WAIT_S`), or the
-        workflow task keeps failing (a worker with the wrong store took it, a deploy is half done),
-        during which Temporal refuses updates, asked again for `UPDATE_PATIENCE_S` (as when the
-        conversation has Temporal's 10 updates in flight already).
-        """
-        handle, pause, deadline = await self._workflow(), 0.1, time.monotonic() + UPDATE_PATIENCE_S
-        # One id for this question, kept when it is asked again after a timeout (not a second update);
-        # another question about the same send (after it waited for a person) is a new one.
-        update_id = f"{name}/{request_id}/{uuid7()}"
-        while True:
-            try:
-                accepted = await handle.start_update(
-                    name,
-                    request_id,
-                    id=update_id,
-                    wait_for_stage=WorkflowUpdateStage.ACCEPTED,
-                    result_type=answer,
-                    rpc_timeout=timedelta(seconds=ACCEPT_WAIT_S),
-                )
-                result: U = await accepted.result()
-                return result
-            except WorkflowUpdateRPCTimeoutOrCancelledError:
-                if await self._nobody_polls():
-                    raise _no_worker(self.tl.settings.task_queue) from None
-                continue  # a worker is there, only busy: keep waiting
-            except RPCError as err:
-                if err.status not in _ASK_AGAIN or time.monotonic() > deadline:
-                    raise from_failure(err) from None
-            except WorkflowUpdateFailedError as err:
-                raise from_failure(err) from None
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 2.0)
-
-    async def _nobody_polls(self) -> bool:
-        """Whether no worker polls the task queue; False when Temporal is too busy to tell in time (a
-        server that is down fails the next call itself)."""
-        try:
-            return not await self.tl.workers_poll()
-        except ThreadlineError as err:
-            if err.code != ErrorCode.SERVER_UNAVAILABLE:
-                raise
-            return False
-
-    def _attributes(self) -> TypedSearchAttributes | None:
-        if not self.tl.search_attributes:
-            return None
-        pairs: list[SearchAttributePair[Any]] = [
-            SearchAttributePair(CONVERSATION_KEY, self.id),
-            SearchAttributePair(STORE_KEY, self.config.store),
-            SearchAttributePair(PROGRAM_KEY, self.config.program),
-            SearchAttributePair(UPDATED_KEY, datetime.now(UTC)),  # listed as updated from its start
-        ]
-        return TypedSearchAttributes(pairs)
 
     def _send(self, inputs: dict[str, Any], *, request_id: str | None, lm: str | None, approve: Any = None) -> TurnSend:
         if request_id is not None and not 0 < len(request_id) <= MAX_REQUEST_ID:
@@ -764,17 +597,3 @@ class Conversation(FlowMethods):
         except (WorkflowUpdateFailedError, RPCError) as err:
             raise from_failure(err) from None
         self.view = View(pinned=tid, exact=True)
-
-    def _summary(self) -> str:
-        return f"{self.config.program} conversation {self.id} (store {self.config.store})"
-
-    def _start_operation(self) -> WithStartWorkflowOperation[Any, Any]:
-        return WithStartWorkflowOperation(
-            ConversationWorkflow.run,
-            ConversationState(config=self.config),
-            id=workflow_id(self.config.store, self.id),
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            task_queue=self.tl.settings.task_queue,
-            static_summary=self._summary(),
-            search_attributes=self._attributes(),
-        )
