@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import structlog
 from temporalio.client import Client
@@ -87,14 +88,7 @@ def build_worker(
     merges = MergeActivities(logs, programs, models, default_model=settings.model, calls=calls)
     evaluations = EvaluationActivities(programs, load_metrics(settings.programs), models, default_model=settings.model)
     tools, waiting = ToolActivities(logs, programs), WaitingActivities(logs)
-    llm = LLMActivities(
-        logs,
-        programs,
-        models,
-        default_model=settings.model,
-        streams=stores.streams,
-        calls=calls,
-    )
+    llm = LLMActivities(logs, programs, models, default_model=settings.model, streams=stores.streams, calls=calls)
     guided = load_flows((*settings.programs, *settings.flows))  # a module may hold programs and flows
     flows = FlowActivities(logs, guided, models, default_model=settings.model)
     records = ConversationActivities(logs, programs)
@@ -102,42 +96,24 @@ def build_worker(
         client,
         task_queue=settings.task_queue,
         workflows=[ConversationWorkflow, EvaluationWorkflow],
-        activities=[
-            transcript.begin_turn,
-            transcript.follow_turn,
-            transcript.stop_turn,
-            transcript.move_head,
-            transcript.end_turn,
-            transcript.watch_log,
-            llm.prepare_turn,
-            llm.summarise_branch,
-            llm.run_turn,
-            llm.render_turn,
-            merges.place_merge,
-            merges.run_merge,
-            merges.end_merge,
-            evaluations.check_evaluation,
-            evaluations.evaluate_row,
-            flows.start_flow,
-            flows.flow_step,
-            flows.remind_flow,
-            flows.abandon_flow,
-            flows.read_flow,
-            records.setup_conversation,
-            records.import_messages,
-            tools.run_tool,
-            tools.fail_tool,
-            waiting.answer_turn,
-            waiting.resume_turn,
-            waiting.abandon_turn,
-            waiting.check_waiting,
-        ],
+        activities=activities_of(transcript, llm, merges, evaluations, flows, records, tools, waiting),
         max_concurrent_activities=200,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
         graceful_shutdown_timeout=timedelta(seconds=5),
     )
+
+
+def activities_of(*holders: object) -> list[Callable[..., Any]]:
+    """Every `@activity.defn` method of `holders`: a class's new activity is registered with it."""
+    return [
+        method
+        for holder in holders
+        for name in sorted(dir(type(holder)))
+        if hasattr(getattr(type(holder), name), "__temporal_activity_definition")
+        for method in [getattr(holder, name)]
+    ]
 
 
 async def run(settings: Settings, *, client: Client | None = None, stop: asyncio.Event | None = None) -> None:

@@ -151,3 +151,22 @@ def test_a_workflow_module_imports_its_helpers_by_name(path: Path) -> None:
     bare = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level and not n.module]
 
     assert [] == bare
+
+
+def test_the_worker_registers_every_activity_the_workflows_call() -> None:
+    """Each `XActivities.method` a workflow calls is an `@activity.defn` that `build_worker` registers."""
+    import worker
+
+    called = {
+        (node.value.id, node.attr)
+        for path in (ROOT / "workflows").glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id.endswith("Activities")
+    }
+    classes = {name: getattr(worker, name) for name, _ in called}
+    registered = {
+        (name, method.__name__) for name, cls in classes.items() for method in worker.activities_of(cls.__new__(cls))
+    }
+
+    assert called
+    assert set() == called - registered
