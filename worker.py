@@ -133,6 +133,7 @@ def build_worker(
             waiting.check_waiting,
         ],
         max_concurrent_activities=200,
+        max_cached_workflows=settings.workflow_cache,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,

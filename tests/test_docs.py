@@ -197,6 +197,7 @@ def test_the_configuration_defaults_are_the_codes() -> None:
         "THREADLINE_OFFLINE_DELAY_S": f"{settings.offline_delay_s:g}",
         "THREADLINE_IDLE_TIMEOUT_S": f"{settings.idle_timeout_s:g}",
         "THREADLINE_ATTRIBUTES_EVERY_S": f"{settings.attributes_every_s:g}",
+        "THREADLINE_WORKFLOW_CACHE": str(settings.workflow_cache),
         "THREADLINE_PAYLOADS": f"$THREADLINE_DATA/{settings.payload_folder.relative_to(settings.data)}",
         "THREADLINE_MAX_BODY_BYTES": str(service.max_body_bytes),
         "OPENAI_BASE_URL": OPENAI_BASE_URL,
