@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-ORDER = ["store", "turns", "streaming", "context", "cold"]
+ORDER = ["store", "turns", "streaming", "context", "cold", "scale"]
 
 
 def modules() -> list[str]:
