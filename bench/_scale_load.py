@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 from temporalio.worker import Worker
 
 from bench._bare import BareConversation, bare_append
@@ -53,6 +54,8 @@ class Load:
     ours_ms: list[float] = field(default_factory=list)
     server_ms: list[float] = field(default_factory=list)
     latencies_ms: list[float] = field(default_factory=list)
+    again: int = 0
+    """Activity runs after the first (a timed-out attempt retried), over every burst."""
 
     @property
     def rate(self) -> float:
@@ -97,9 +100,24 @@ async def measure(b: Bench, size: int) -> dict[str, Load]:
     for rep in range(reps(size)):
         for name in SYSTEMS if rep % 2 == 0 else SYSTEMS[::-1]:
             predicts = [makers[name](f"scale{size}-{rep}-{i}") for i in range(size)]
+            before = await asyncio.to_thread(runs_again, b, name)
             line = await burst(predicts, loads[name])
-            print(f"  {size:>5,} conversations, rep {rep + 1} {name}: {line}", flush=True)
+            again = await asyncio.to_thread(runs_again, b, name) - before
+            loads[name].again += again
+            print(f"  {size:>5,} conversations, rep {rep + 1} {name}: {line}; {again} runs again", flush=True)
     return loads
+
+
+def runs_again(b: Bench, system: str) -> int:
+    """Activity runs after the first so far: Threadline's turns ended by an attempt after the first
+    (`ended` records of `attempt` 2 or more); the bare conversation's appends beyond one per turn (a
+    retried `bare.append` appends its line again)."""
+    if system == "threadline":
+        folder = b.settings.store_folder("default") / "conversations"
+        lines = [line for path in folder.glob("*.jsonl") for line in path.read_bytes().splitlines()]
+        return sum(int(orjson.loads(line).get("attempt") or 1) > 1 for line in lines if b'"kind":"ended"' in line)
+    bare = [orjson.loads(line) for path in (b.root / "bare").glob("*.jsonl") for line in path.read_bytes().splitlines()]
+    return len(bare) - len({r["request_id"] for r in bare})
 
 
 def rows_for(size: int, loads: dict[str, Load]) -> list[Row]:
@@ -110,6 +128,7 @@ def rows_for(size: int, loads: dict[str, Load]) -> list[Row]:
         Row(f"turn latency p50, {what}", pct(t.latencies_ms, 0.5), pct(a.latencies_ms, 0.5), "ms", 0),
         Row(f"turn latency p95, {what}", pct(t.latencies_ms, 0.95), pct(a.latencies_ms, 0.95), "ms", 0),
         Row(f"CPU per turn, {what} (client + workers + dev server)", t.cpu_ms, a.cpu_ms, "ms"),
+        Row(f"activity runs retried after a timeout, {what}, all reps", float(t.again), float(a.again), "", 0, higher=None),
     ]
 
 
