@@ -98,6 +98,7 @@ def build_worker(
         workflows=[ConversationWorkflow, EvaluationWorkflow],
         activities=activities_of(transcript, llm, merges, evaluations, flows, records, tools, waiting),
         max_concurrent_activities=200,
+        max_cached_workflows=settings.workflow_cache,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,

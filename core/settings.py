@@ -13,6 +13,8 @@ from .errors import ErrorCode, ThreadlineError
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 DEFAULT_TASK_QUEUE = "threadline"
 DEFAULT_IDLE_TIMEOUT_S = 24 * 3600.0
+DEFAULT_WORKFLOW_CACHE = 1000
+"""Temporal's own default: conversations a worker keeps in memory between their turns."""
 DATABASE_SCHEMES = ("postgresql", "postgres")
 
 StoreSpec = Path | str
@@ -83,6 +85,15 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+def _count(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    if not raw.strip().isdigit():
+        raise ThreadlineError(ErrorCode.INVALID_REQUEST, f"{name}={raw!r} is not a whole number of 0 or more")
+    return int(raw)
+
+
 def _modules(spec: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in spec.split(",") if name.strip())
 
@@ -131,6 +142,9 @@ class Settings:
     call_logs: dict[str, Path] = field(default_factory=dict)
     """`THREADLINE_CALL_LOGS=name=folder,...`: where a store's call log is kept (functai's `log_calls`
     folder); a store not named keeps it beside its conversations, in `<store folder>/calls`."""
+    workflow_cache: int = DEFAULT_WORKFLOW_CACHE
+    """`THREADLINE_WORKFLOW_CACHE`: how many conversations a worker keeps in memory between turns (least
+    recently used go; an evicted one replays its current run at its next turn); 0 keeps none."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -151,6 +165,7 @@ class Settings:
             payloads=store_spec(env["THREADLINE_PAYLOADS"]) if env.get("THREADLINE_PAYLOADS") else None,
             attributes_every_s=_float(env, "THREADLINE_ATTRIBUTES_EVERY_S", 10.0),
             call_logs=_folders("THREADLINE_CALL_LOGS", env.get("THREADLINE_CALL_LOGS", "")),
+            workflow_cache=_count(env, "THREADLINE_WORKFLOW_CACHE", DEFAULT_WORKFLOW_CACHE),
         )
 
     def payloads_spec(self) -> StoreSpec:

@@ -203,6 +203,7 @@ def test_the_configuration_defaults_are_the_codes() -> None:
         "THREADLINE_OFFLINE_DELAY_S": f"{settings.offline_delay_s:g}",
         "THREADLINE_IDLE_TIMEOUT_S": f"{settings.idle_timeout_s:g}",
         "THREADLINE_ATTRIBUTES_EVERY_S": f"{settings.attributes_every_s:g}",
+        "THREADLINE_WORKFLOW_CACHE": str(settings.workflow_cache),
         "THREADLINE_PAYLOADS": f"$THREADLINE_DATA/{settings.payload_folder.relative_to(settings.data)}",
         "THREADLINE_MAX_BODY_BYTES": str(service.max_body_bytes),
         "OPENAI_BASE_URL": OPENAI_BASE_URL,
@@ -212,10 +213,24 @@ def test_the_configuration_defaults_are_the_codes() -> None:
         "ANTHROPIC_STREAM": "true",
         "THREADLINE_PG_BIN": pg_bin_default(),
         "BENCH_COLD_SIZES": ",".join(str(size) for size in cold.SIZES),
+        **scale_sizes(),
     }
     documented = {code_of(row[0]): code_of(row[1]) for row in table_rows(ROOT / "docs" / "configuration.md")}
 
     assert {name: defaults.get(name, "") for name in documented} == documented
+
+
+def scale_sizes() -> dict[str, str]:
+    """The sizes bench/scale.py's sections use when their `BENCH_SCALE_*` variables are unset."""
+    from bench import _scale_idle, _scale_load, _scale_long, _scale_store
+
+    sizes = {
+        "BENCH_SCALE_CONVERSATIONS": _scale_load.SIZES,
+        "BENCH_SCALE_IDLE": _scale_idle.IDLE,
+        "BENCH_SCALE_TURNS": _scale_long.POINTS,
+        "BENCH_SCALE_RECORDS": _scale_store.RECORDS,
+    }
+    return {name: ",".join(str(n) for n in values) for name, values in sizes.items()}
 
 
 def pg_bin_default() -> str:

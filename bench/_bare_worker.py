@@ -1,0 +1,54 @@
+"""The anchor's worker as a process of its own: the bare Temporal conversation (bench/_bare.py) alone.
+
+    python -m bench._bare_worker ADDRESS TASK_QUEUE PAYLOADS CACHE
+
+It prints `ready` once it polls and stops at SIGTERM, so its memory can be read from /proc as a
+Threadline worker's is (bench/_scale_idle.py, bench/_memprofile.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from bench._bare import BareConversation, bare_append
+from core.settings import Settings
+from core.temporal import data_converter
+from store.blobs import FolderBlobs
+from tests.processes import ROOT
+
+
+def start(settings: Settings, queue: str, cache: int) -> subprocess.Popen[str]:
+    """Start the process for `settings`' server and payload folder; its stdout is a pipe."""
+    command = [sys.executable, "-m", "bench._bare_worker", settings.address, queue]
+    command += [str(settings.payloads_spec()), str(cache)]
+    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+
+
+async def serve(address: str, queue: str, payloads: str, cache: int) -> None:
+    """Run the worker until SIGTERM, caching up to `cache` conversations; print `ready` once it polls."""
+    client = await Client.connect(address, data_converter=data_converter(FolderBlobs(Path(payloads))))
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    worker = Worker(
+        client,
+        task_queue=queue,
+        workflows=[BareConversation],
+        activities=[bare_append],
+        max_concurrent_activities=200,
+        max_cached_workflows=cache,
+    )
+    async with worker:
+        print("ready", flush=True)
+        await stop.wait()
+
+
+if __name__ == "__main__":
+    address, queue, payloads, cache = sys.argv[1:5]
+    asyncio.run(serve(address, queue, payloads, int(cache)))

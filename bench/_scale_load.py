@@ -1,0 +1,210 @@
+"""Section 1 of bench/scale.py: throughput, turn latency and CPU per turn as conversations at once grow.
+
+At each size in `SIZES` that many conversations each take `TURNS_EACH` turns one after another,
+all at once, per system: Threadline (`chat.predict`, the offline model) and the bare Temporal
+conversation of bench/_bare.py, both with in-process workers on one dev server, each caching twice
+the largest burst. The systems alternate which goes first; a size is repeated `reps(size)` times.
+Latency is each turn's, as its conversation's caller sees it (under load it is mostly queueing:
+Little's law). CPU per turn is this process's (client and both workers) and the dev server's,
+read from /proc around each burst, the server's trailing work included (as bench/turns.py does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from temporalio.worker import Worker
+
+from bench._bare import BareConversation, bare_append
+from bench._scale_kit import Chart, Row, Section, sizes
+from bench._server import start_dev_server
+from bench.turns import Bench, check, children_cpu, pct, question, settings_for, settle
+from threadline.client import connect
+from worker import build_worker
+
+SIZES = sizes(os.environ.get("BENCH_SCALE_CONVERSATIONS", ""), (10, 100, 1000))
+TURNS_EACH = 3
+FLAT = 1.2
+"""CPU per turn at the largest size over the smallest: at most this is flat."""
+SYSTEMS = ("threadline", "anchor")
+
+
+def reps(size: int) -> int:
+    """Repetitions of a size: about 600 turns per system, 1 to 5 bursts."""
+    return max(1, min(5, 600 // (size * TURNS_EACH)))
+
+
+@dataclass(slots=True)
+class Load:
+    """One system at one size: every burst's rate and CPU, and every turn's latency."""
+
+    rates: list[float] = field(default_factory=list)
+    ours_ms: list[float] = field(default_factory=list)
+    server_ms: list[float] = field(default_factory=list)
+    latencies_ms: list[float] = field(default_factory=list)
+    again: int = 0
+    """Activity runs after the first (a timed-out attempt retried), over every burst."""
+
+    @property
+    def rate(self) -> float:
+        return statistics.median(self.rates)
+
+    @property
+    def cpu_ms(self) -> float:
+        return statistics.median(self.ours_ms) + statistics.median(self.server_ms)
+
+
+async def burst(predicts: list[Callable[[str], Awaitable[Any]]], load: Load) -> str:
+    """Every conversation's turns at once; the rate, CPU and latencies go to `load`."""
+
+    async def one(predict: Callable[[str], Awaitable[Any]]) -> None:
+        for k in range(TURNS_EACH):
+            start = time.perf_counter()
+            await predict(question(k))
+            load.latencies_ms.append(1000 * (time.perf_counter() - start))
+
+    total = len(predicts) * TURNS_EACH
+    await settle()
+    ours, server = time.process_time(), children_cpu()
+    start = time.perf_counter()
+    await asyncio.gather(*(one(predict) for predict in predicts))
+    took = time.perf_counter() - start
+    await settle()  # the server's work that trails the turns (visibility) is counted too
+    load.rates.append(total / took)
+    load.ours_ms.append(1000 * (time.process_time() - ours) / total)
+    load.server_ms.append(1000 * (children_cpu() - server) / total)
+    return (
+        f"{total} turns in {took:.1f} s = {total / took:.1f} turns/s, CPU per turn {load.ours_ms[-1]:.1f} ms "
+        f"(client + workers) + {load.server_ms[-1]:.1f} ms (dev server)"
+    )
+
+
+async def measure(b: Bench, size: int) -> dict[str, Load]:
+    makers: dict[str, Callable[[str], Callable[[str], Awaitable[Any]]]] = {
+        "threadline": lambda name: b.threadline(name).predict,
+        "anchor": lambda name: b.bare(name).predict,
+    }
+    loads = {name: Load() for name in SYSTEMS}
+    for rep in range(reps(size)):
+        for name in SYSTEMS if rep % 2 == 0 else SYSTEMS[::-1]:
+            predicts = [makers[name](f"scale{size}-{rep}-{i}") for i in range(size)]
+            before = await asyncio.to_thread(runs_again, b, name)
+            line = await burst(predicts, loads[name])
+            again = await asyncio.to_thread(runs_again, b, name) - before
+            loads[name].again += again
+            print(f"  {size:>5,} conversations, rep {rep + 1} {name}: {line}; {again} runs again", flush=True)
+    return loads
+
+
+def runs_again(b: Bench, system: str) -> int:
+    """Activity runs after the first so far: Threadline's turns ended by an attempt after the first
+    (`ended` records of `attempt` 2 or more); the bare conversation's appends beyond one per turn (a
+    retried `bare.append` appends its line again)."""
+    if system == "threadline":
+        folder = b.settings.store_folder("default") / "conversations"
+        lines = [line for path in folder.glob("*.jsonl") for line in path.read_bytes().splitlines()]
+        return sum(int(orjson.loads(line).get("attempt") or 1) > 1 for line in lines if b'"kind":"ended"' in line)
+    bare = [orjson.loads(line) for path in (b.root / "bare").glob("*.jsonl") for line in path.read_bytes().splitlines()]
+    return len(bare) - len({r["request_id"] for r in bare})
+
+
+def rows_for(size: int, loads: dict[str, Load]) -> list[Row]:
+    t, a = loads["threadline"], loads["anchor"]
+    what = f"{size:,} conversations x {TURNS_EACH} turns"
+    return [
+        Row(f"throughput, {what} (anchor: bare Temporal)", t.rate, a.rate, "turns/s", higher=True),
+        Row(f"turn latency p50, {what}", pct(t.latencies_ms, 0.5), pct(a.latencies_ms, 0.5), "ms", 0),
+        Row(f"turn latency p95, {what}", pct(t.latencies_ms, 0.95), pct(a.latencies_ms, 0.95), "ms", 0),
+        Row(f"CPU per turn, {what} (client + workers + dev server)", t.cpu_ms, a.cpu_ms, "ms"),
+        Row(f"activity runs retried after a timeout, {what}, all reps", float(t.again), float(a.again), "", 0, higher=None),
+    ]
+
+
+def flatness(results: dict[int, dict[str, Load]]) -> Row:
+    low, high = min(results), max(results)
+    growth = {name: results[high][name].cpu_ms / results[low][name].cpu_ms for name in SYSTEMS}
+    ok = growth["threadline"] <= FLAT
+    measure = f"CPU per turn, {high:,} / {low:,} conversations (anchor: the bare conversation's own)"
+    return Row(measure, growth["threadline"], growth["anchor"], "", 2, f"<= {FLAT:.2f} (flat)", ok)
+
+
+def charts(results: dict[int, dict[str, Load]]) -> list[Chart]:
+    xs = [float(n) for n in results]
+
+    def series(get: Callable[[Load], float], part: Callable[[Load], float] | None = None) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for name, label in (("threadline", "threadline"), ("anchor", "bare Temporal")):
+            out[label] = [get(results[n][name]) for n in results]
+            if part is not None:
+                out[f"{label}, client + workers"] = [part(results[n][name]) for n in results]
+        return out
+
+    def chart(name: str, title: str, unit: str, values: dict[str, list[float]], log_y: bool = False) -> Chart:
+        return Chart(name, title, "conversations at once", unit, xs, values, log_y=log_y)
+
+    return [
+        chart("scale-throughput", f"Throughput, {TURNS_EACH} turns each", "turns/s", series(lambda x: x.rate)),
+        chart(
+            "scale-latency",
+            "Turn latency p95 (Little's law: it grows with the queue)",
+            "ms",
+            series(lambda x: pct(x.latencies_ms, 0.95)),
+            log_y=True,
+        ),
+        chart(
+            "scale-cpu",
+            "CPU per turn: all, and the client + workers' part",
+            "ms",
+            series(lambda x: x.cpu_ms, lambda x: statistics.median(x.ours_ms)),
+        ),
+    ]
+
+
+@contextlib.asynccontextmanager
+async def started(root: Path) -> AsyncIterator[Bench]:
+    """bench/turns.py's two in-process workers, each caching every conversation of the largest burst
+    and more (Temporal's default of 1,000 would make the largest burst evict its own conversations)."""
+    cache = 2 * max(SIZES)
+    async with await start_dev_server() as env:
+        settings = settings_for(env, root / "threadline", f"bench-scale-{uuid.uuid4().hex[:8]}")
+        settings = dataclasses.replace(settings, workflow_cache=cache)
+        bare_queue = f"bench-scale-bare-{uuid.uuid4().hex[:8]}"
+        bare_worker = Worker(
+            env.client,
+            task_queue=bare_queue,
+            workflows=[BareConversation],
+            activities=[bare_append],
+            max_concurrent_activities=200,
+            max_cached_workflows=cache,
+        )
+        async with build_worker(env.client, settings), bare_worker:
+            tl = await connect(settings, client=env.client)
+            check(bool(tl.search_attributes), "the server has Threadline's search attributes")
+            yield Bench(env, root, settings, tl, bare_queue)
+
+
+async def run() -> Section:
+    """Every size in `SIZES`, both systems; the rows and the charts."""
+    results: dict[int, dict[str, Load]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-scale-load-") as tmp:
+        async with started(Path(tmp)) as b:
+            for size in SIZES:
+                results[size] = await measure(b, size)
+    section = Section(charts=charts(results))
+    for size, loads in results.items():
+        section.rows += rows_for(size, loads)
+    if len(results) > 1:
+        section.rows.append(flatness(results))
+    return section
