@@ -128,7 +128,14 @@ def rows_for(size: int, loads: dict[str, Load]) -> list[Row]:
         Row(f"turn latency p50, {what}", pct(t.latencies_ms, 0.5), pct(a.latencies_ms, 0.5), "ms", 0),
         Row(f"turn latency p95, {what}", pct(t.latencies_ms, 0.95), pct(a.latencies_ms, 0.95), "ms", 0),
         Row(f"CPU per turn, {what} (client + workers + dev server)", t.cpu_ms, a.cpu_ms, "ms"),
-        Row(f"activity runs retried after a timeout, {what}, all reps", float(t.again), float(a.again), "", 0, higher=None),
+        Row(
+            f"activity runs retried after a timeout, {what}, all reps",
+            float(t.again),
+            float(a.again),
+            "",
+            0,
+            higher=None,
+        ),
     ]
 
 
