@@ -133,13 +133,16 @@ def report(sections: Sequence[Section], total_s: float) -> str:
 
 
 def summary(sections: Sequence[Section], total_s: float) -> str:
-    """The generated part of the README: targets met per benchmark, and each one missed."""
+    """The generated part of the README, short enough for the README's length: where the figures come
+    from, targets met per benchmark, then one line per benchmark that missed any, naming each miss."""
     counts, missed = [], []
     for section in sections:
         rows = [row for row in section.rows if getattr(row, "met", None) is not None]
         if rows:
             counts.append(f"{section.name} {sum(bool(row.met) for row in rows)}/{len(rows)}")
-            missed += [f"- {section.name}, {_missed(row)}" for row in rows if row.met is False]
+        misses = [_missed(row) for row in rows if row.met is False]
+        if misses:
+            missed.append(f"- {section.name}: " + "; ".join(misses) + ".")
     met = sum(int(c.split()[-1].split("/")[0]) for c in counts)
     total = sum(int(c.split()[-1].split("/")[1]) for c in counts)
     lines = [
@@ -154,8 +157,9 @@ def summary(sections: Sequence[Section], total_s: float) -> str:
 def _missed(row: Any) -> str:
     cells = [c.strip() for c in row.markdown().strip("|").split(" | ")]
     measure, ours, anchor, ratio, target = cells[:5]
-    figures = ours if anchor == "-" else f"{ours} / {anchor}, {ratio}"
-    return f"{measure}: {figures} ({target})"
+    measure = measure.removesuffix(" (lower is better)").removesuffix(" (higher is better)")
+    figures = ours if anchor == "-" else f"{ours} against {anchor} ({ratio}x)"
+    return f"{measure}: {figures}, target {target}"
 
 
 def replace_between(path: Path, text: str) -> None:

@@ -1,6 +1,5 @@
 """Where the first turn after a worker restart spends the worker's CPU: py-spy on the new worker.
 
-    pip install py-spy            (into the venv, for this run only; it is no dependency)
     python -m bench._coldprofile [TURNS]     (bench/profiles/cold-turn.txt keeps one run)
 
 Two conversations take `TURNS` turns each (99 by default: a workflow run then holds 99 turns,
@@ -76,7 +75,7 @@ async def profile(turns: int) -> None:
     from threadline.client import connect
 
     spy_bin = Path(sys.executable).with_name("py-spy")
-    check(spy_bin.exists(), "py-spy is installed in this environment (pip install py-spy)")
+    check(spy_bin.exists(), "py-spy is installed in this environment (the test extra pins it)")
     with tempfile.TemporaryDirectory(prefix="bench-coldprofile-") as tmp:
         root = Path(tmp)
         async with await start_dev_server(root / "payloads") as env:
