@@ -19,12 +19,12 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
+from temporalio.client import WorkflowHandle
 from temporalio.worker import Worker
 
 from bench._bare import BareConversation, bare_append
@@ -55,7 +55,7 @@ class Load:
     server_ms: list[float] = field(default_factory=list)
     latencies_ms: list[float] = field(default_factory=list)
     again: int = 0
-    """Activity runs after the first (a timed-out attempt retried), over every burst."""
+    """Activity attempts after the first (the server timed one out and ran it again), over every burst."""
 
     @property
     def rate(self) -> float:
@@ -92,32 +92,41 @@ async def burst(predicts: list[Callable[[str], Awaitable[Any]]], load: Load) -> 
 
 
 async def measure(b: Bench, size: int) -> dict[str, Load]:
-    makers: dict[str, Callable[[str], Callable[[str], Awaitable[Any]]]] = {
-        "threadline": lambda name: b.threadline(name).predict,
-        "anchor": lambda name: b.bare(name).predict,
-    }
     loads = {name: Load() for name in SYSTEMS}
     for rep in range(reps(size)):
         for name in SYSTEMS if rep % 2 == 0 else SYSTEMS[::-1]:
-            predicts = [makers[name](f"scale{size}-{rep}-{i}") for i in range(size)]
-            before = await asyncio.to_thread(runs_again, b, name)
+            names = [f"scale{size}-{rep}-{i}" for i in range(size)]
+            predicts: list[Callable[[str], Awaitable[Any]]]
+            if name == "threadline":
+                chats = [b.threadline(n) for n in names]
+                predicts, handles = [c.predict for c in chats], [c.handle for c in chats]
+            else:
+                bares = [b.bare(n) for n in names]
+                predicts, handles = [c.predict for c in bares], [b.client.get_workflow_handle(c.id) for c in bares]
             line = await burst(predicts, loads[name])
-            again = await asyncio.to_thread(runs_again, b, name) - before
+            again = await runs_again(handles)
             loads[name].again += again
-            print(f"  {size:>5,} conversations, rep {rep + 1} {name}: {line}; {again} runs again", flush=True)
+            print(f"  {size:>5,} conversations, rep {rep + 1} {name}: {line}; {again} activity runs again", flush=True)
     return loads
 
 
-def runs_again(b: Bench, system: str) -> int:
-    """Activity runs after the first so far: Threadline's turns ended by an attempt after the first
-    (`ended` records of `attempt` 2 or more); the bare conversation's appends beyond one per turn (a
-    retried `bare.append` appends its line again)."""
-    if system == "threadline":
-        folder = b.settings.store_folder("default") / "conversations"
-        lines = [line for path in folder.glob("*.jsonl") for line in path.read_bytes().splitlines()]
-        return sum(int(orjson.loads(line).get("attempt") or 1) > 1 for line in lines if b'"kind":"ended"' in line)
-    bare = [orjson.loads(line) for path in (b.root / "bare").glob("*.jsonl") for line in path.read_bytes().splitlines()]
-    return len(bare) - len({r["request_id"] for r in bare})
+async def runs_again(handles: Sequence[WorkflowHandle[Any, Any]]) -> int:
+    """Activity attempts after the first in these workflows' histories (read after the burst, outside the
+    timed part): each is an attempt the server gave up on (its worker too slow to heartbeat or to answer in
+    time, on an overloaded machine) and ran again."""
+    gate = asyncio.Semaphore(20)
+
+    async def count(handle: WorkflowHandle[Any, Any]) -> int:
+        async with gate:
+            history = await handle.fetch_history()
+        started = [
+            e.activity_task_started_event_attributes
+            for e in history.events
+            if e.HasField("activity_task_started_event_attributes")
+        ]
+        return sum(attributes.attempt - 1 for attributes in started)
+
+    return sum(await asyncio.gather(*(count(handle) for handle in handles)))
 
 
 def rows_for(size: int, loads: dict[str, Load]) -> list[Row]:
