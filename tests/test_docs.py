@@ -162,6 +162,30 @@ def test_links_between_pages_resolve() -> None:
     assert [] == broken
 
 
+_ANCHORED = re.compile(r"\]\(([^)\s#]*)#([^)\s]+)\)")
+
+
+def heading_anchor(heading: str) -> str:
+    """The anchor a Markdown renderer (GitHub's rule) gives a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_links_to_a_section_name_a_heading_of_that_page() -> None:
+    """Every `page.md#section` link of the README and docs/ names a heading the page has."""
+    broken = []
+    for page in PAGES:
+        for target, anchor in _ANCHORED.findall(page.read_text(encoding="utf-8")):
+            linked = page.parent / target if target else page
+            if "://" in target or linked.suffix != ".md":
+                continue
+            lines = linked.read_text(encoding="utf-8").splitlines()
+            anchors = {heading_anchor(line.lstrip("#")) for line in lines if line.startswith("#")}
+            if anchor not in anchors:
+                broken.append(f"{page.relative_to(ROOT)}: {target}#{anchor}")
+
+    assert [] == broken
+
+
 def test_every_docs_page_is_linked_from_the_readme() -> None:
     """A newcomer finds every page of docs/ from the README."""
     linked = {(ROOT / target).resolve() for target in _LINK.findall(README.read_text(encoding="utf-8"))}
