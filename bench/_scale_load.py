@@ -14,11 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import os
 import statistics
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,10 +106,25 @@ async def measure(b: Bench, size: int) -> dict[str, Load]:
                 bares = [b.bare(n) for n in names]
                 predicts, handles = [c.predict for c in bares], [b.client.get_workflow_handle(c.id) for c in bares]
             line = await burst(predicts, loads[name])
+            if name == "threadline":
+                ids = [chat.id for chat in chats]
+                ended = await asyncio.to_thread(ended_once, b.settings.store_folder("default"), ids)
+                turns = len(ids) * TURNS_EACH
+                check(ended == turns, f"every turn ended exactly once ({ended} of {turns})")
             again = await runs_again(handles)
             loads[name].again += again
             print(f"  {size:>5,} conversations, rep {rep + 1} {name}: {line}; {again} activity runs again", flush=True)
     return loads
+
+
+def ended_once(store: Path, ids: Sequence[str]) -> int:
+    """Turns of these conversations with exactly one `ended` record (a turn with two would not count)."""
+    ends: Counter[str] = Counter()
+    for cid in ids:
+        for line in (store / "conversations" / f"{cid}.jsonl").read_bytes().splitlines():
+            if b'"kind":"ended"' in line:
+                ends[json.loads(line)["turn"]] += 1
+    return sum(count == 1 for count in ends.values())
 
 
 async def runs_again(handles: Sequence[WorkflowHandle[Any, Any]]) -> int:
