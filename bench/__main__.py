@@ -127,8 +127,12 @@ def report(sections: Sequence[Section], total_s: float) -> str:
     lines = [_header(total_s), ""]
     for section in sections:
         lines += [f"### `python -m bench.{section.name}` ({section.seconds:.0f} s)", "", section.summary, ""]
-        for table in section.tables():
+        tables = section.tables()
+        for table in tables:
             lines += [*table, ""]
+        if not tables:  # a benchmark that prints lines, not a table: what it printed
+            printed = section.output.strip().splitlines()
+            lines += ["<!-- not run: what the benchmark printed -->", "```console", *printed, "```", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
