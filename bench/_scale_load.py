@@ -12,29 +12,21 @@ read from /proc around each burst, the server's trailing work included (as bench
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import dataclasses
 import json
 import os
 import statistics
 import tempfile
 import time
-import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from temporalio.client import WorkflowHandle
-from temporalio.worker import Worker
 
-from bench._bare import BareConversation, bare_append
 from bench._scale_kit import Chart, Row, Section, sizes
-from bench._server import start_dev_server
-from bench.turns import Bench, check, children_cpu, pct, question, settings_for, settle
-from threadline.client import connect
-from worker import build_worker
+from bench.turns import Bench, check, children_cpu, pct, question, settle, started
 
 SIZES = sizes(os.environ.get("BENCH_SCALE_CONVERSATIONS", ""), (10, 100, 1000))
 TURNS_EACH = 3
@@ -205,34 +197,13 @@ def charts(results: dict[int, dict[str, Load]]) -> list[Chart]:
     ]
 
 
-@contextlib.asynccontextmanager
-async def started(root: Path) -> AsyncIterator[Bench]:
-    """bench/turns.py's two in-process workers, each caching every conversation of the largest burst
-    and more (Temporal's default of 1,000 would make the largest burst evict its own conversations)."""
-    cache = 2 * max(SIZES)
-    async with await start_dev_server() as env:
-        settings = settings_for(env, root / "threadline", f"bench-scale-{uuid.uuid4().hex[:8]}")
-        settings = dataclasses.replace(settings, workflow_cache=cache)
-        bare_queue = f"bench-scale-bare-{uuid.uuid4().hex[:8]}"
-        bare_worker = Worker(
-            env.client,
-            task_queue=bare_queue,
-            workflows=[BareConversation],
-            activities=[bare_append],
-            max_concurrent_activities=200,
-            max_cached_workflows=cache,
-        )
-        async with build_worker(env.client, settings), bare_worker:
-            tl = await connect(settings, client=env.client)
-            check(bool(tl.search_attributes), "the server has Threadline's search attributes")
-            yield Bench(env, root, settings, tl, bare_queue)
-
-
 async def run() -> Section:
     """Every size in `SIZES`, both systems; the rows and the charts."""
     results: dict[int, dict[str, Load]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-scale-load-") as tmp:
-        async with started(Path(tmp)) as b:
+        # each worker caches every conversation of the largest burst and more (Temporal's default
+        # of 1,000 would make the largest burst evict its own conversations)
+        async with started(Path(tmp), cache=2 * max(SIZES)) as b:
             for size in SIZES:
                 results[size] = await measure(b, size)
     section = Section(charts=charts(results))

@@ -249,10 +249,13 @@ def settings_for(env: WorkflowEnvironment, data: Path, task_queue: str) -> Setti
 
 
 @contextlib.asynccontextmanager
-async def started(root: Path) -> AsyncIterator[Bench]:
-    """A dev server, and an in-process worker for each system on its own task queue."""
+async def started(root: Path, *, cache: int | None = None) -> AsyncIterator[Bench]:
+    """A dev server, and an in-process worker for each system on its own task queue, each caching
+    `cache` conversations (unset: Threadline's default, which is Temporal's)."""
     async with await start_dev_server() as env:
         settings = settings_for(env, root / "threadline", f"bench-threadline-{uuid.uuid4().hex[:8]}")
+        if cache is not None:
+            settings = dataclasses.replace(settings, workflow_cache=cache)
         bare_queue = f"bench-bare-{uuid.uuid4().hex[:8]}"
         bare_worker = Worker(
             env.client,
@@ -260,6 +263,7 @@ async def started(root: Path) -> AsyncIterator[Bench]:
             workflows=[BareConversation],
             activities=[bare_append],
             max_concurrent_activities=200,
+            max_cached_workflows=settings.workflow_cache,
         )
         async with build_worker(env.client, settings), bare_worker:
             tl = await connect(settings, client=env.client)
