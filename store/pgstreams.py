@@ -70,9 +70,39 @@ def add_event(conn: psycopg.Connection[Row], store: PostgresStore, turn: str, li
     )
 
 
+class _AttemptEvents:
+    """What both writers of an attempt's events share: the stored line, text pieces, the end."""
+
+    __slots__ = ()
+    attempt: int
+    run: str
+
+    def stamped(self, event: dict[str, Any]) -> str:
+        """`event` as its stored line, stamped with this try's attempt and run."""
+        stamped = {"attempt": self.attempt, "run": self.run, **event}
+        return json.dumps(stamped, ensure_ascii=False, separators=(",", ":"))
+
+    def write(self, event: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Nothing to release by default."""
+
+    def text(self, piece: str) -> None:
+        """Write a piece of text."""
+        if piece:
+            self.write({"text": piece})
+
+    def end(self, state: str) -> None:
+        """Mark the attempt's end (`done`, `failed`, `stopped`, `yielded`)."""
+        self.write({"end": state})
+        self.close()
+
+
 @dataclass(slots=True)
-class PostgresStreamWriter:
-    """Appends one attempt's events, one row each (the `StreamWriter` of a folder store)."""
+class PostgresStreamWriter(_AttemptEvents):
+    """Appends one attempt's events, one row each (the `StreamWriter` of a folder store); each write
+    takes a pooled connection and gives it back."""
 
     store: PostgresStore
     turn: str
@@ -81,22 +111,8 @@ class PostgresStreamWriter:
 
     def write(self, event: dict[str, Any]) -> None:
         """Append `event` for this try, numbered after the turn's last event."""
-        stamped = {"attempt": self.attempt, "run": self.run, **event}
         with self.store.connection() as conn:
-            add_event(conn, self.store, self.turn, json.dumps(stamped, ensure_ascii=False, separators=(",", ":")))
-
-    def close(self) -> None:
-        """Nothing to release: each write takes a pooled connection and gives it back."""
-
-    def text(self, piece: str) -> None:
-        """Append a piece of text."""
-        if piece:
-            self.write({"text": piece})
-
-    def end(self, state: str) -> None:
-        """Mark the attempt's end (`done`, `failed`, `stopped`, `yielded`)."""
-        self.write({"end": state})
-        self.close()
+            add_event(conn, self.store, self.turn, self.stamped(event))
 
 
 _BATCH = 256
@@ -203,31 +219,14 @@ class PostgresStreams:
 
 
 @dataclass(slots=True)
-class QueuedStreamWriter:
-    """One attempt's events, handed to `PostgresStreams`' sending thread in order."""
+class QueuedStreamWriter(_AttemptEvents):
+    """One attempt's events, handed to `PostgresStreams`' sending thread in order (which writes them)."""
 
     streams: PostgresStreams
     turn: str
     attempt: int
     run: str
 
-    def stamped(self, event: dict[str, Any]) -> str:
-        """`event` as its stored line, stamped with this try's attempt and run."""
-        stamped = {"attempt": self.attempt, "run": self.run, **event}
-        return json.dumps(stamped, ensure_ascii=False, separators=(",", ":"))
-
     def write(self, event: dict[str, Any]) -> None:
         """Queue `event` for this try."""
         self.streams.put(self, event)
-
-    def close(self) -> None:
-        """Nothing to release: the sending thread writes what was queued."""
-
-    def text(self, piece: str) -> None:
-        """Queue a piece of text."""
-        if piece:
-            self.write({"text": piece})
-
-    def end(self, state: str) -> None:
-        """Queue the attempt's end (`done`, `failed`, `stopped`, `yielded`)."""
-        self.write({"end": state})
