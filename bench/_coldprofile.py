@@ -129,7 +129,7 @@ def record(spy_bin: Path, pid: int, raw: Path) -> subprocess.Popen[bytes]:
 
 
 if __name__ == "__main__":
-    from bench.turns import quiet_logs
+    from bench._report import quiet_logs
 
     quiet_logs()
     asyncio.run(profile(int(sys.argv[1]) if len(sys.argv) > 1 else TURNS))

@@ -121,8 +121,7 @@ def _short(filename: str) -> str:
 
 
 async def profile(kind: str, count: int) -> None:
-    from bench._scale_idle import expected
-    from bench._scale_kit import status_kb
+    from bench._scale_kit import expected, status_kb
     from bench._server import start_dev_server
     from bench.turns import BareChat, check, question, settings_for
     from threadline.client import connect
@@ -181,7 +180,7 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["serve"]:
         serve(sys.argv[2], sys.argv[3])
     else:
-        from bench.turns import quiet_logs
+        from bench._report import quiet_logs
 
         quiet_logs()
         numbers = [int(a) for a in sys.argv[1:] if a.isdigit()]

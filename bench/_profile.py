@@ -81,8 +81,9 @@ def read_raw(path: Path) -> Profile:
 async def drive(system: str) -> None:
     """The throughput run of one system (run under py-spy by `main`)."""
     from bench import turns
+    from bench._report import quiet_logs
 
-    turns.quiet_logs()
+    quiet_logs()
     with tempfile.TemporaryDirectory(prefix="bench-profile-") as tmp:
         async with turns.started(Path(tmp)) as b:
             make = b.threadline if system == "threadline" else b.bare

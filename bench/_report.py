@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Protocol, TypeVar
+
+import structlog
 
 R = TypeVar("R", bound="TableRow")
 
@@ -37,7 +40,6 @@ def print_table(rows: Sequence[TableRow], title: str) -> None:
 
 def run_benchmark(header: Callable[[], None], run: Callable[[], Coroutine[Any, Any, list[R]]], note: str) -> list[R]:
     """Quiet the logs, print the header, run, then print the table titled with the machine and time."""
-    from bench.turns import quiet_logs
 
     started_at = time.perf_counter()
     quiet_logs()
@@ -52,3 +54,8 @@ def exit_now() -> None:
     """Leave without the interpreter teardown that Temporal's core threads can trip (sdk-python#300)."""
     sys.stdout.flush()
     os._exit(0)
+
+
+def quiet_logs() -> None:
+    """Keep the activities' info lines (one per turn and step) off the output."""
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))

@@ -17,8 +17,7 @@ import statistics
 import time
 from pathlib import Path
 
-from bench._scale_idle import CONCURRENCY, add, expected, worker_env
-from bench._scale_kit import QUIET_S, Row, status_kb
+from bench._scale_kit import CONCURRENCY, QUIET_S, Row, add, expected, status_kb, worker_env
 from bench.turns import check
 from core.settings import DEFAULT_WORKFLOW_CACHE, Settings
 from tests.processes import WorkerProcess

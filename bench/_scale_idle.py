@@ -26,7 +26,7 @@ from pathlib import Path
 from temporalio.client import Client
 
 from bench import _bare_worker
-from bench._scale_kit import QUIET_S, Chart, Row, Section, cpu_seconds, sizes, status_kb
+from bench._scale_kit import CONCURRENCY, QUIET_S, Chart, Row, Section, add, cpu_seconds, sizes, status_kb, worker_env
 from bench._server import start_dev_server
 from bench.turns import BareChat, check, question, settings_for
 from core.settings import Settings
@@ -35,7 +35,6 @@ from threadline.client import Threadline, connect
 
 IDLE = sizes(os.environ.get("BENCH_SCALE_IDLE", ""), (1000, 10000))
 WARMUP = 50
-CONCURRENCY = 50
 WINDOW_S = 10.0
 TARGET_KB = 100.0
 TARGET_MB_AT_10K = 1024.0
@@ -55,11 +54,6 @@ class Idle:
         return (self.rss_kb[size] - self.baseline_kb) / (size - WARMUP)
 
 
-def expected(text: str, earlier: int) -> str:
-    """What the offline model answers to `text` after being shown `earlier` turns."""
-    return f"(offline) You said: {text.strip()[:200].rstrip('.')}. I was shown {earlier} earlier turn(s)."
-
-
 async def settled(pid: int, limit: float = 60.0) -> None:
     """Wait (at most `limit` s) until process `pid` uses under 3 % of a core over a second."""
     deadline = time.monotonic() + limit
@@ -68,24 +62,6 @@ async def settled(pid: int, limit: float = 60.0) -> None:
         await asyncio.sleep(1.0)
         if cpu_seconds(pid) - before < 0.03:
             return
-
-
-async def add(make: Callable[[int], Awaitable[None]], first: int, upto: int) -> float:
-    """Conversations `first` to `upto - 1`, `CONCURRENCY` at a time; the seconds it took."""
-    gate = asyncio.Semaphore(CONCURRENCY)
-    done = 0
-
-    async def one(i: int) -> None:
-        nonlocal done
-        async with gate:
-            await make(i)
-        done += 1
-        if done % 2000 == 0:
-            print(f"    {first + done:,} conversations", flush=True)
-
-    start = time.perf_counter()
-    await asyncio.gather(*(one(i) for i in range(first, upto)))
-    return time.perf_counter() - start
 
 
 async def fill(pid: int, make: Callable[[int], Awaitable[None]], name: str) -> Idle:
@@ -114,10 +90,6 @@ async def fill(pid: int, make: Callable[[int], Awaitable[None]], name: str) -> I
 
 
 # ----- the systems
-
-
-def worker_env(cache: int) -> dict[str, str]:
-    return {"THREADLINE_WORKFLOW_CACHE": str(cache)}
 
 
 async def threadline_idle(tl: Threadline, settings: Settings, root: Path, ids: list[str]) -> Idle:

@@ -3,8 +3,10 @@ environment, and a process's memory and CPU read from /proc (Linux)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,3 +98,35 @@ def bytes_read() -> int:
         if line.startswith("rchar:"):
             return int(line.split()[1])
     raise RuntimeError("/proc/self/io has no rchar")
+
+
+CONCURRENCY = 50
+"""Conversations started at once while idle ones are added."""
+
+
+def expected(text: str, earlier: int) -> str:
+    """What the offline model answers to `text` after being shown `earlier` turns."""
+    return f"(offline) You said: {text.strip()[:200].rstrip('.')}. I was shown {earlier} earlier turn(s)."
+
+
+async def add(make: Callable[[int], Awaitable[None]], first: int, upto: int) -> float:
+    """Conversations `first` to `upto - 1`, `CONCURRENCY` at a time; the seconds it took."""
+    gate = asyncio.Semaphore(CONCURRENCY)
+    done = 0
+
+    async def one(i: int) -> None:
+        nonlocal done
+        async with gate:
+            await make(i)
+        done += 1
+        if done % 2000 == 0:
+            print(f"    {first + done:,} conversations", flush=True)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(first, upto)))
+    return time.perf_counter() - start
+
+
+def worker_env(cache: int) -> dict[str, str]:
+    """A worker process's environment that caches `cache` conversations."""
+    return {"THREADLINE_WORKFLOW_CACHE": str(cache)}

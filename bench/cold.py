@@ -257,7 +257,7 @@ async def run(root: Path) -> list[Row]:
 
 def main() -> list[Row]:
     """Run every size, print the details and the table; return the table's rows."""
-    from bench.turns import quiet_logs
+    from bench._report import quiet_logs
 
     started_at = time.perf_counter()
     quiet_logs()

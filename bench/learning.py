@@ -26,9 +26,8 @@ from typing import Any
 import functai
 
 import threadline
-from bench._report import exit_now
+from bench._report import exit_now, quiet_logs
 from bench._server import start_dev_server
-from bench.turns import quiet_logs
 from core.settings import Settings
 from tests.functai_kit import offline, reply, tutor
 from worker import build_worker

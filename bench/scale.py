@@ -58,8 +58,8 @@ def header(names: list[str]) -> None:
 
 def main(names: list[str] | None = None) -> list[Row]:
     """Run the named sections (all by default), print the table, draw the charts; return the rows."""
+    from bench._report import quiet_logs
     from bench._scale_charts import draw
-    from bench.turns import quiet_logs
 
     names = names or list(SECTIONS)
     started_at = time.perf_counter()

@@ -38,7 +38,6 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
-import logging
 import os
 import platform
 import statistics
@@ -58,7 +57,6 @@ from bench._report import exit_now, run_benchmark
 from bench._server import start_dev_server
 
 with workflow.unsafe.imports_passed_through():
-    import structlog
     from temporalio.api.enums.v1 import EventType
     from temporalio.client import Client
     from temporalio.testing import WorkflowEnvironment
@@ -799,11 +797,6 @@ def header() -> None:
         f"{platform.python_version()} on {platform.system()} {platform.machine()}, os.cpu_count() = {os.cpu_count()}"
     )
     print("  ratio = threadline / anchor; both workers in this process, on one dev server")
-
-
-def quiet_logs() -> None:
-    """Keep the activities' info lines (one per turn and step) off the output."""
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
 
 async def run() -> list[Row]:
