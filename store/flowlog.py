@@ -28,18 +28,16 @@ functai reads these as any plugin's entries (`chat.entries("flow", "completed")`
 
 from __future__ import annotations
 
-import json
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .collected import PLUGIN
 from .flowsteps import FlowState
 from .log import Log
 from .records import Record
-from .rules import entries
 
-PLUGIN = "flow"
 MOVES = frozenset({"started", "answered", "invalid"})
 """The entries that are a move of a run: its timers are keyed by the count of them."""
 ENDS = {"completed": FlowState.COMPLETED, "abandoned": FlowState.ABANDONED, "handed_off": FlowState.HANDED_OFF}
@@ -183,20 +181,3 @@ def counts_of(log: Log) -> dict[str, FlowCount]:
         elif kind in ("started", *ENDS):
             count[str(kind)] = count.get(str(kind), 0) + 1
     return {name: FlowCount(**count) for name, count in sorted(counts.items())}
-
-
-def sections(log: Log, tip: str | None) -> list[str]:
-    """What later turns on the branch through `tip` are told of the flows completed on it: the
-    latest data each flow collected, as instruction sections."""
-    if not any(e.get("entry") == "completed" for e in _seen(log).flow):
-        return []  # no flow ever completed here: no branch walk for every turn of every conversation
-    latest: dict[str, Any] = {}
-    for found in entries(log, PLUGIN, "completed", tip):
-        data = found["data"]
-        if isinstance(data, dict) and isinstance(data.get("data"), dict):
-            latest.pop(str(data.get("flow")), None)
-            latest[str(data.get("flow"))] = data["data"]
-    return [
-        f"Collected by the {name!r} flow: {json.dumps(collected, ensure_ascii=False, sort_keys=True)}"
-        for name, collected in latest.items()
-    ]

@@ -17,7 +17,8 @@ from collections.abc import Iterable
 
 from core.errors import ErrorCode, ThreadlineError
 
-from .flowlog import Progress, progress_of, sections, written_by
+from .collected import sections
+from .flowlog import Progress, progress_of, written_by
 from .flowsteps import Ask, FlowState, Judgement, Step, judge
 from .flowturns import FLOW_STEP, Exchange, entries_only, exchange
 from .guided import Flow, FlowBuilder, abandon, answer, remind, start

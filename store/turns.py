@@ -11,7 +11,7 @@ from typing import Any
 
 from core.errors import ErrorCode, ThreadlineError
 
-from .flowlog import sections as flow_sections
+from .collected import sections as flow_sections
 from .log import Log
 from .preamble import sections as setup_sections
 from .program import Program, check_fields

@@ -11,7 +11,8 @@ import pytest
 from pydantic import EmailStr
 
 from core.errors import ErrorCode, ThreadlineError
-from store.flowlog import Progress, apply, progress_of, sections
+from store.collected import sections
+from store.flowlog import Progress, apply, progress_of
 from store.flows import ORDER, Exchange, FlowBuilder, FlowManager, FlowState, create_order_flow, load_flows
 from store.flowsteps import Ask, Asked, Check, Judgement, judge
 from store.log import Log
