@@ -32,18 +32,18 @@ from activities.waiting import WaitingActivities
 from core import logs
 from core.settings import Settings
 from core.temporal import connect_temporal
-from store.base import Store
-from store.blobs import open_blobs
-from store.callfolder import call_folder
-from store.calllines import CallLog
-from store.calllog import call_log
-from store.flows import load_flows
-from store.folder import FolderStore
-from store.metrics import load_metrics
-from store.opening import StoreSet, migrate_stores, open_sync
-from store.postgres import PostgresStore
-from store.program import load_programs
-from store.reader import LogCache, Threaded
+from store.backends.base import Store
+from store.backends.blobs import open_blobs
+from store.backends.folder import FolderStore
+from store.backends.opening import StoreSet, migrate_stores, open_sync
+from store.backends.postgres import PostgresStore
+from store.backends.reader import LogCache, Threaded
+from store.calls.folder import call_folder
+from store.calls.lines import CallLog
+from store.calls.log import call_log
+from store.calls.metrics import load_metrics
+from store.flows.manager import load_flows
+from store.programs.program import load_programs
 from workflows.conversation import ConversationWorkflow
 from workflows.evaluation import EvaluationWorkflow
 

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from temporalio import activity
 
 from core.errors import ErrorCode, ThreadlineError
-from store.program import Program
+from store.programs.program import Program
 from store.records import STOP_POLL_SECONDS
 
 from .language_model import Message, Providers, build_request

@@ -2,7 +2,7 @@
 
 A functai turn that was shown a Threadline turn can be rated (`functai.rated`) only when that turn
 has a call record too, so each turn's call is written once its `ended` record is in the log. The
-call log never stands in a turn's way: one that cannot be written is a warning (`store.calllog`),
+call log never stands in a turn's way: one that cannot be written is a warning (`store.calls.log`),
 and `threadline backfill-calls` writes whatever is missing later.
 """
 
@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
-from store.calllines import CallLog
-from store.calllog import write_call
-from store.log import Turn
-from store.reader import ConversationLog
+from store.backends.reader import ConversationLog
+from store.calls.lines import CallLog
+from store.calls.log import write_call
+from store.log.state import Turn
 
 
 class CallWriter:

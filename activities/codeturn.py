@@ -19,9 +19,9 @@ from typing import Any, cast
 
 from core.errors import ErrorCode, ThreadlineError
 from core.models import Ended, HelperMemory, RunResult, Yielded
-from store.code import CodeProgram, running_in
-from store.log import Turn
-from store.reader import now
+from store.backends.reader import now
+from store.log.state import Turn
+from store.programs.code import CodeProgram, running_in
 from store.records import Record, ended_record
 
 from .helpers import HelperCalls

@@ -11,15 +11,15 @@ import structlog
 from temporalio import activity
 
 from core.models import ContextRule, ConversationConfig, PrepareResult, TurnSend
-from store.log import Log
-from store.program import Program
-from store.reader import ConversationLog, now
+from store.backends.reader import ConversationLog, now
+from store.log.rules import view_head
+from store.log.state import Log
+from store.log.summary import KIND as SUMMARY
+from store.log.summary import PLUGIN as THREADLINE
+from store.log.summary import SUMMARISER, SummaryRule, due, latest, summariser_inputs, summary_data
+from store.log.topics import CLASSIFIER, classified, current_label, topics
+from store.programs.program import Program
 from store.records import entry_record
-from store.rules import view_head
-from store.summary import KIND as SUMMARY
-from store.summary import PLUGIN as THREADLINE
-from store.summary import SUMMARISER, SummaryRule, due, latest, summariser_inputs, summary_data
-from store.topics import CLASSIFIER, classified, current_label, topics
 
 from .language_model import Providers, build_request, render_values
 from .plan import view_of

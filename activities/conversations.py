@@ -16,10 +16,10 @@ from core.errors import ErrorCode, ThreadlineError
 from core.models import MAX_REQUEST_ID, check_inputs
 from core.records_models import ImportInput, ImportResult, SetupInput, SetupResult
 from core.temporal import coded
-from store.imports import import_turns, pairs_of
-from store.preamble import recorded_at, setup_record
-from store.program import Program
-from store.reader import ConversationLog, LogCache, now
+from store.backends.reader import ConversationLog, LogCache, now
+from store.log.imports import import_turns, pairs_of
+from store.log.preamble import recorded_at, setup_record
+from store.programs.program import Program
 
 from .transcript import find_program
 

@@ -19,8 +19,8 @@ from core.errors import ErrorCode, ThreadlineError
 from core.learning import EvaluationCheck, RowInput, RowResult
 from core.models import TurnError
 from core.temporal import coded
-from store.metrics import Metric, find_metric
-from store.program import Program
+from store.calls.metrics import Metric, find_metric
+from store.programs.program import Program
 
 from .asking import ask
 from .language_model import Providers

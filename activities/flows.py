@@ -28,11 +28,12 @@ from core.models import (
     check_inputs,
 )
 from core.temporal import coded
-from store.flowlog import PLUGIN, Progress, checked, counts_of, progress_of
-from store.flows import Exchange, Flow, FlowManager
-from store.flowsteps import Ask, Asked, Judgement, Role, Step, judge
-from store.log import Log
-from store.reader import ConversationLog, LogCache, now
+from store.backends.reader import ConversationLog, LogCache, now
+from store.flows.manager import Exchange, Flow, FlowManager
+from store.flows.progress import Progress, checked, counts_of, progress_of
+from store.flows.steps import Ask, Asked, Judgement, Role, Step, judge
+from store.log.collected import PLUGIN
+from store.log.state import Log
 from store.records import entry_record, iso
 
 from .context import Preparer
@@ -49,7 +50,7 @@ class FlowActivities:
 
     Args:
         logs: The worker's conversation logs, by store.
-        flows: The flows by name (`store.flows.load_flows`), or a `FlowManager`.
+        flows: The flows by name (`store.flows.manager.load_flows`), or a `FlowManager`.
         providers: The model providers, for AI checks.
         default_model: The model an AI check asks when the answer names none.
     """

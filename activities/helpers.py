@@ -18,14 +18,14 @@ from typing import Any
 
 from core.errors import ErrorCode, ThreadlineError
 from core.models import HelperMemory
-from store.code import call_identity, remembered
-from store.helpers import CallBook, call_record, helper_site, remembered_calls, shown_calls
-from store.log import Turn
-from store.program import Program
-from store.reader import now
+from store.backends.reader import now
+from store.log.helper_memory import CallBook, call_record, helper_site, remembered_calls, shown_calls
+from store.log.state import Turn
+from store.log.toolturn import ToolBook, all_calls, reply_key, reply_record, tool_lmcc, tool_steps
+from store.log.turns import lmcc
+from store.programs.code import call_identity, remembered
+from store.programs.program import Program
 from store.records import Record, uuid7
-from store.toolturn import ToolBook, all_calls, reply_key, reply_record, tool_lmcc, tool_steps
-from store.turns import lmcc
 
 from .helpertools import Halt, HelperTools, TurnTry
 from .language_model import Message, ModelReply, ModelRequest, Provider, build_request

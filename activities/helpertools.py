@@ -17,14 +17,10 @@ import structlog
 
 from core.errors import ThreadlineError
 from core.models import Ended, HelperMemory, Paused, RunInput, RunResult, Yielded
-from store.approvals import Approve, decide, tool_path
-from store.program import Program
-from store.reader import ConversationLog
-from store.records import Record
-from store.rules import Shown
-from store.streams import StreamWriting
-from store.tools import Tool, ToolCall, unknown_tool_text
-from store.toolturn import (
+from store.backends.reader import ConversationLog
+from store.backends.streams import StreamWriting
+from store.log.rules import Shown
+from store.log.toolturn import (
     Answer,
     Approval,
     ToolBook,
@@ -35,6 +31,10 @@ from store.toolturn import (
     verdict_of,
     waiting_record,
 )
+from store.programs.approvals import Approve, decide, tool_path
+from store.programs.program import Program
+from store.programs.tools import Tool, ToolCall, unknown_tool_text
+from store.records import Record
 
 from .language_model import ModelReply, ModelRequest, Provider
 

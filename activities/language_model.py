@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from core.errors import ErrorCode, ThreadlineError
-from store.program import Program
-from store.tools import ToolCall
+from store.programs.program import Program
+from store.programs.tools import ToolCall
 
 TextSink = Callable[[str], Awaitable[None]]
 

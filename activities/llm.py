@@ -15,10 +15,10 @@ from temporalio import activity
 from core.errors import ThreadlineError
 from core.models import BeginInput, PrepareResult, RenderResult, RunInput, RunResult
 from core.temporal import coded
-from store.program import Program
-from store.reader import LogCache, now
-from store.streams import Streams
-from store.turns import Begin
+from store.backends.reader import LogCache, now
+from store.backends.streams import Streams
+from store.log.turns import Begin
+from store.programs.program import Program
 
 from .calls import CallWriter
 from .codeturn import CodeTurnRun

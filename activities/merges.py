@@ -21,14 +21,14 @@ from core.errors import ErrorCode, ThreadlineError
 from core.learning import MergeAnswer, MergePlan, MergeRun
 from core.models import BeginInput, MergeSpec, TurnOutcome, check_inputs
 from core.temporal import coded
-from store.callrecord import call_line
-from store.log import Log
-from store.merges import check_answers, merge_records, merged_turns, merging_call, merging_inputs
-from store.program import Program
-from store.reader import LogCache, now
+from store.backends.reader import LogCache, now
+from store.calls.merges import check_answers, merge_records, merged_turns, merging_call, merging_inputs
+from store.calls.record import call_line
+from store.log.rules import view_head
+from store.log.state import Log
+from store.log.turns import check_program
+from store.programs.program import Program
 from store.records import uuid7
-from store.rules import view_head
-from store.turns import check_program
 
 from .asking import ask
 from .calls import CallWriter

@@ -6,7 +6,7 @@ from typing import Any
 
 from core.errors import ErrorCode
 from core.models import TurnError, TurnOutcome
-from store.log import Turn
+from store.log.state import Turn
 
 _OUTCOME_STATES = frozenset({"done", "failed", "stopped", "abandoned"})
 

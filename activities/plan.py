@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.models import ConversationConfig, TurnSend
-from store.log import Log
-from store.program import Program
-from store.rules import Rule, Shown, View, shown
-from store.summary import SummaryRule
-from store.turns import Begin, Busy, Existing, TurnRequest, begin_turn
+from store.log.rules import Rule, Shown, View, shown
+from store.log.state import Log
+from store.log.summary import SummaryRule
+from store.log.turns import Begin, Busy, Existing, TurnRequest, begin_turn
+from store.programs.program import Program
 
 from .language_model import ModelRequest, build_request
 

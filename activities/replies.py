@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from store.toolturn import reply_calls
+from store.log.toolturn import reply_calls
 
 from .language_model import ModelReply, ModelRequest
 

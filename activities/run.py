@@ -20,14 +20,14 @@ from temporalio import activity
 
 from core.errors import ErrorCode, ThreadlineError
 from core.models import Ended, Paused, RunInput, RunResult, ToolRound, Yielded
-from store.log import Log, Turn
-from store.program import Program
-from store.reader import ConversationLog, now
+from store.backends.reader import ConversationLog, now
+from store.backends.streams import Streams, StreamWriting
+from store.log.rules import Rule, Shown
+from store.log.state import Log, Turn
+from store.log.topics import topic_usage
+from store.log.turns import Answer, claim_records, done_record, failed_record
+from store.programs.program import Program
 from store.records import LEASE_RENEW_SECONDS, STOP_POLL_SECONDS, Record, lease_record, stopped_record
-from store.rules import Rule, Shown
-from store.streams import Streams, StreamWriting
-from store.topics import topic_usage
-from store.turns import Answer, claim_records, done_record, failed_record
 
 from .language_model import Message, ModelReply, ModelRequest, Provider
 from .outcomes import outcome_of

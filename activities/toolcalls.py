@@ -21,12 +21,12 @@ from temporalio import activity
 from core.errors import ErrorCode, ThreadlineError
 from core.temporal import coded
 from core.toolmodels import ToolDone, ToolInput
-from store.log import Log, Turn
-from store.program import Program
-from store.reader import ConversationLog, LogCache, now
+from store.backends.reader import ConversationLog, LogCache, now
+from store.log.state import Log, Turn
+from store.log.toolturn import ToolBook, reply_calls, tool_record
+from store.programs.program import Program
+from store.programs.tools import ToolCall, unknown_tool_text
 from store.records import LEASE_RENEW_SECONDS, STOP_POLL_SECONDS, Record, lease_record, parse_time
-from store.tools import ToolCall, unknown_tool_text
-from store.toolturn import ToolBook, reply_calls, tool_record
 
 from .transcript import find_program
 

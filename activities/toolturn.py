@@ -16,12 +16,9 @@ from dataclasses import dataclass, field, replace
 
 from core.errors import ErrorCode, ThreadlineError
 from core.models import Ended, Paused, RunResult, ToolRef, ToolRound, Yielded
-from store.approvals import Approve, check_approve, decide, tool_path
-from store.log import Log, Turn
-from store.reader import now
-from store.records import Record, ended_record, parse_time
-from store.tools import ToolCall
-from store.toolturn import (
+from store.backends.reader import now
+from store.log.state import Log, Turn
+from store.log.toolturn import (
     Answer,
     Approval,
     ToolBook,
@@ -37,7 +34,10 @@ from store.toolturn import (
     verdict_of,
     waiting_record,
 )
-from store.topics import topic_usage
+from store.log.topics import topic_usage
+from store.programs.approvals import Approve, check_approve, decide, tool_path
+from store.programs.tools import ToolCall
+from store.records import Record, ended_record, parse_time
 
 from .language_model import Message, ModelReply, ModelRequest, Provider
 from .replies import reply_of, request_document, response_of

@@ -29,12 +29,12 @@ from core.models import (
     check_inputs,
 )
 from core.temporal import coded
-from store.code import refuse
-from store.log import Log, Turn
-from store.program import Program
-from store.reader import LogCache, now
+from store.backends.reader import LogCache, now
+from store.log.state import Log, Turn
+from store.log.turns import Begin, Busy, failed_record, stop_records
+from store.programs.code import refuse
+from store.programs.program import Program
 from store.records import Record, head_record, iso
-from store.turns import Begin, Busy, failed_record, stop_records
 
 from .calls import CallWriter
 from .outcomes import outcome_of
@@ -175,7 +175,7 @@ def find_program(programs: Mapping[str, Program], name: str) -> Program:
 
 
 def refuse_conversation(program: Program, config: ConversationConfig, send: TurnSend) -> None:
-    """Refuse a conversation that cannot keep `program`'s turns (`store.code.refuse`); every store a
+    """Refuse a conversation that cannot keep `program`'s turns (`store.programs.code.refuse`); every store a
     worker writes keeps its records."""
     refuse(program, remembers=send.memory(config), persistent=True)
 

@@ -13,10 +13,10 @@ from temporalio import activity
 from core.models import Ended, Interrupted, Paused, RunResult, Yielded
 from core.temporal import coded
 from core.toolmodels import ActResult, TurnAction, WaitCheck
-from store.log import Log, Turn
-from store.reader import ConversationLog, LogCache, now
+from store.backends.reader import ConversationLog, LogCache, now
+from store.log.resume import abandon_records, answer_records, resume_records
+from store.log.state import Log, Turn
 from store.records import Record, abandoned_record, iso
-from store.resume import abandon_records, answer_records, resume_records
 
 from .outcomes import outcome_of
 

@@ -20,8 +20,8 @@ from temporalio.worker import Worker
 from bench._bare import BareConversation, bare_append
 from core.settings import Settings
 from core.temporal import data_converter
-from store.blobs import FolderBlobs
-from tests.processes import ROOT
+from store.backends.blobs import FolderBlobs
+from tests.support.processes import ROOT
 
 
 def start(settings: Settings, queue: str, cache: int) -> subprocess.Popen[str]:

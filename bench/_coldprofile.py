@@ -71,7 +71,7 @@ async def profile(turns: int) -> None:
     from bench._scale_long import current_run
     from bench._server import start_dev_server
     from bench.turns import check, question, settings_for
-    from tests.processes import WorkerProcess
+    from tests.support.processes import WorkerProcess
     from threadline.client import connect
 
     spy_bin = Path(sys.executable).with_name("py-spy")

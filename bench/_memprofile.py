@@ -76,7 +76,7 @@ def signalled(process: subprocess.Popen[bytes], marker: Path) -> None:
 
 
 def worker_process(settings: Settings, kind: str, folder: Path, log: Path, cache: int) -> subprocess.Popen[bytes]:
-    from tests.processes import ROOT
+    from tests.support.processes import ROOT
 
     env = {
         **os.environ,

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from store.folder import FolderStore
-from store.postgres import PostgresStore
+from store.backends.folder import FolderStore
+from store.backends.postgres import PostgresStore
+from store.backends.transfer import copy_conversations
 from store.records import Record
-from store.transfer import copy_conversations
-from tests.pg_kit import postgres_server
+from tests.support.pg_kit import postgres_server
 
 CONVERSATION = "bench-conversation"
 NAMES = ("postgres", "folder")

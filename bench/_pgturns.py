@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from core.settings import Settings
-from store.opening import StoreSet
-from tests.hosts import Network, can_make_hosts, host_network
-from tests.pg_kit import postgres_server
-from tests.processes import WorkerProcess
+from store.backends.opening import StoreSet
+from tests.support.hosts import Network, can_make_hosts, host_network
+from tests.support.pg_kit import postgres_server
+from tests.support.processes import WorkerProcess
 from threadline.client import Threadline
 from threadline.devserver import DevServer, free_port
 from worker import build_worker

@@ -20,7 +20,7 @@ from pathlib import Path
 from bench._scale_kit import CONCURRENCY, QUIET_S, Row, add, expected, status_kb, worker_env
 from bench.turns import check
 from core.settings import DEFAULT_WORKFLOW_CACHE, Settings
-from tests.processes import WorkerProcess
+from tests.support.processes import WorkerProcess
 from threadline.client import Threadline
 
 PROBES = 50

@@ -30,7 +30,7 @@ from bench._scale_kit import CONCURRENCY, QUIET_S, Chart, Row, Section, add, cpu
 from bench._server import start_dev_server
 from bench.turns import BareChat, check, question, settings_for
 from core.settings import Settings
-from tests.processes import WorkerProcess
+from tests.support.processes import WorkerProcess
 from threadline.client import Threadline, connect
 
 IDLE = sizes(os.environ.get("BENCH_SCALE_IDLE", ""), (1000, 10000))

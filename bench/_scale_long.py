@@ -35,8 +35,8 @@ from bench._server import start_dev_server
 from bench.context import PerRequestScript, answer, message
 from bench.turns import check, settings_for
 from core.settings import Settings
-from tests.fakeprovider import FakeProvider
-from tests.processes import WorkerProcess
+from tests.support.fakeprovider import FakeProvider
+from tests.support.processes import WorkerProcess
 from threadline.client import Conversation, Threadline, connect
 
 POINTS = sizes(os.environ.get("BENCH_SCALE_TURNS", ""), (10, 100, 1000))

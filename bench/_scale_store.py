@@ -25,7 +25,7 @@ from typing import Any
 
 from bench._scale_kit import Chart, Row, Section, bytes_read, sizes
 from bench.store import CONVERSATION, ENGINES, Engine, check, conversation, interleaved, quiet_gc, timed, write_jsonl
-from store.folder import FolderStore
+from store.backends.folder import FolderStore
 from store.records import Record
 
 RECORDS = sizes(os.environ.get("BENCH_SCALE_RECORDS", ""), (1000, 10000, 100000))

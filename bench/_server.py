@@ -12,7 +12,7 @@ from pathlib import Path
 from temporalio.testing import WorkflowEnvironment
 
 from core.temporal import data_converter
-from store.blobs import FolderBlobs
+from store.backends.blobs import FolderBlobs
 from threadline.devserver import find_temporal_binary
 from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 

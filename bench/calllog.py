@@ -25,15 +25,15 @@ from typing import Any
 import functai
 import functai.calllog as functai_calls
 
-from store.calllog import call_log, write_call
-from store.callrecord import call_line
-from store.folder import FolderStore
-from store.log import Log
-from store.program import TUTOR
-from store.rated import rated
-from store.ratings import rate
+from store.backends.folder import FolderStore
+from store.calls.log import call_log, write_call
+from store.calls.rated import rated
+from store.calls.ratings import rate
+from store.calls.record import call_line
+from store.calls.split import train_test
+from store.log.state import Log
+from store.programs.program import TUTOR
 from store.records import ended_record, turn_record, uuid7
-from store.split import train_test
 
 REPS = 7
 TURNS = 300

@@ -3,12 +3,12 @@ directly.
 
     python -m bench.code
 
-One fake OpenAI-compatible server on loopback (`tests.fakeprovider`) answers both systems by what a
-request holds (`tests.support_kit`: `topic` sorts, `answer` answers). Whole replies (no streaming), so
+One fake OpenAI-compatible server on loopback (`tests.support.fakeprovider`) answers both systems by what a
+request holds (`tests.support.support_kit`: `topic` sorts, `answer` answers). Whole replies (no streaming), so
 both sides parse the same JSON.
 - anchor: two `httpx` POSTs to `/v1/chat/completions` with the bodies Threadline sends for `topic` and
   `answer` (what code calling a model twice without durability does);
-- threadline: `chat.predict(...)` of `support` (`tests.support_programs`, `remembers={"answer":
+- threadline: `chat.predict(...)` of `support` (`tests.support.support_programs`, `remembers={"answer":
   "conversation"}`) through an in-process worker on a dev server, a new conversation each turn: the
   code runs in the turn's activity, each reply is recorded before it is used, `answer`'s call is a
   `call` record.
@@ -33,8 +33,8 @@ from activities.providers import build_providers
 from bench._report import exit_now, run_benchmark
 from bench._server import start_dev_server
 from bench.turns import Row, check, pct, settings_for
-from tests.fakeprovider import FakeProvider
-from tests.support_kit import MODEL, answer_for, helper_of
+from tests.support.fakeprovider import FakeProvider
+from tests.support.support_kit import MODEL, answer_for, helper_of
 from threadline.client import Threadline, connect
 from worker import build_worker
 
@@ -96,7 +96,7 @@ async def run() -> list[Row]:
         async with await start_dev_server(root / "payloads") as env:
             settings = dataclasses.replace(
                 settings_for(env, root / "data", f"bench-code-{uuid.uuid4().hex[:8]}"),
-                programs=("tests.support_programs",),
+                programs=("tests.support.support_programs",),
                 payloads=root / "payloads",
             )
             print(f"\nA support turn: {WARMUP} warm-up turns, then {REPS} timed, alternating systems")

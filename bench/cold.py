@@ -3,7 +3,7 @@
     python -m bench.cold
 
 For each size in `SIZES` a conversation of that many turns is written straight into a folder
-store (`tests/long_log.py`: the records Threadline writes, each turn `saw_of` its parent) and
+store (`tests/support/long_log.py`: the records Threadline writes, each turn `saw_of` its parent) and
 copied once per system. Then, each in a process that has never seen it:
 
 1. threadline: a new worker process (`python worker.py`, empty caches) on a dev server, and a
@@ -82,7 +82,7 @@ def _peak_rss_mb() -> float:
 
 def functai_turn(folder: str, conversation: str) -> dict[str, Any]:
     """In a fresh process: functai opens the conversation and sends one turn (offline)."""
-    from tests.functai_kit import offline, reply, tutor
+    from tests.support.functai_kit import offline, reply, tutor
 
     with offline([reply("ok")]):
         start = time.perf_counter()
@@ -94,10 +94,10 @@ def functai_turn(folder: str, conversation: str) -> dict[str, Any]:
 
 def store_turn(folder: str, conversation: str) -> dict[str, Any]:
     """In a fresh process: a fresh store and writer place, show and end one turn; then memory."""
-    from store.folder import FolderStore
-    from store.program import TUTOR
-    from store.turns import Answer, TurnRequest
-    from store.writer import Writer
+    from store.backends.folder import FolderStore
+    from store.backends.writer import Writer
+    from store.log.turns import Answer, TurnRequest
+    from store.programs.program import TUTOR
 
     start = time.perf_counter()
     writer = Writer(FolderStore(folder), conversation, TUTOR)
@@ -114,9 +114,9 @@ def kept_memory(folder: str, conversation: str) -> tuple[int, int]:
     import gc
     import tracemalloc
 
-    from store.base import read_batches
-    from store.folder import FolderStore
-    from store.log import Log
+    from store.backends.base import read_batches
+    from store.backends.folder import FolderStore
+    from store.log.state import Log
 
     def cold_read() -> tuple[FolderStore, Log]:
         store, log = FolderStore(folder), Log()
@@ -157,7 +157,7 @@ def _status_mb(pid: int, field: str) -> float:
 async def worker_turn(env: Any, data: Path, conversation: str) -> dict[str, Any]:
     """A new worker process and a fresh client take the next turn of the conversation in `data`."""
     from core.settings import Settings
-    from tests.processes import WorkerProcess
+    from tests.support.processes import WorkerProcess
     from threadline.client import connect
 
     settings = dataclasses.replace(
@@ -190,7 +190,7 @@ async def worker_turn(env: Any, data: Path, conversation: str) -> dict[str, Any]
 
 def make_copies(root: Path, turns: int, conversation: str) -> tuple[Path, Path, Path, float]:
     """Write the conversation once and copy it for each system; the seconds the writing took."""
-    from tests.long_log import write_conversation
+    from tests.support.long_log import write_conversation
 
     source = root / f"source-{turns}"
     start = time.perf_counter()

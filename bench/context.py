@@ -51,7 +51,7 @@ from bench._report import exit_now, run_benchmark
 from bench._server import start_dev_server
 from bench.streaming import TaskCost, task_cost
 from bench.turns import check, settings_for
-from tests.fakeprovider import Failure, FakeProvider, Received, Reply
+from tests.support.fakeprovider import Failure, FakeProvider, Received, Reply
 from threadline.client import Conversation, connect
 from worker import build_worker
 

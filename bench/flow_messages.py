@@ -27,7 +27,7 @@ from bench._server import start_dev_server
 from bench.flows import Row
 from core.settings import Settings
 from core.temporal import workflow_id
-from store.flows import FlowBuilder
+from store.flows.manager import FlowBuilder
 from threadline.client import Threadline, connect
 from worker import build_worker
 

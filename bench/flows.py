@@ -36,12 +36,12 @@ from activities.transcript import TranscriptActivities
 from bench._report import run_benchmark
 from bench.turns import check
 from core.models import BeginInput, ConversationConfig, FlowAnswer, FlowStart, TurnSend
-from store.flowlog import progress_of
-from store.flows import FlowBuilder
-from store.folder import FolderStore
-from store.log import Log
-from store.program import TUTOR
-from store.reader import LogCache, Stores, Threaded
+from store.backends.folder import FolderStore
+from store.backends.reader import LogCache, Stores, Threaded
+from store.flows.manager import FlowBuilder
+from store.flows.progress import progress_of
+from store.log.state import Log
+from store.programs.program import TUTOR
 from store.records import ended_record
 
 POINTS = (10, 100, 1000)

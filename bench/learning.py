@@ -29,7 +29,7 @@ import threadline
 from bench._report import exit_now, quiet_logs
 from bench._server import start_dev_server
 from core.settings import Settings
-from tests.functai_kit import offline, reply, tutor
+from tests.support.functai_kit import offline, reply, tutor
 from worker import build_worker
 
 ROWS = 40
@@ -56,7 +56,7 @@ async def run() -> None:
         address=env.client.service_client.config.target_host,
         task_queue=f"bench-{uuid.uuid4()}",
         payloads=data / "payloads",
-        programs=("tests.learning_programs",),
+        programs=("tests.support.learning_programs",),
     )
     async with build_worker(env.client, settings):
         tl = await threadline.connect(settings, client=env.client)

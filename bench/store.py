@@ -45,11 +45,11 @@ from functai import conversations as functai_conversations
 from functai import stores as functai_stores
 
 from bench import _pgstore
-from store.base import encode
-from store.folder import FolderStore
-from store.log import Log
-from store.postgres import PostgresStore
-from store.program import TUTOR
+from store.backends.base import encode
+from store.backends.folder import FolderStore
+from store.backends.postgres import PostgresStore
+from store.log.state import Log
+from store.programs.program import TUTOR
 from store.records import Record, ended_record, iso, lease_record, turn_record, uuid7
 
 CONVERSATION = "bench-conversation"
@@ -437,7 +437,7 @@ def bench_memory(folders: dict[str, Path]) -> list[Row]:
 def header() -> None:
     functai_version = importlib.metadata.version("functai")
     print("Record-log benchmark (format 1, FolderStore)")
-    print("  threadline: store.folder.FolderStore + store.log.Log")
+    print("  threadline: store.backends.folder.FolderStore + store.log.state.Log")
     print(f"  functai {functai_version}: functai.stores.FolderStore + functai.conversations._Log")
     print(
         f"  python {platform.python_version()} on {platform.system()} {platform.machine()}, "

@@ -2,7 +2,7 @@
 
     python -m bench.streaming
 
-One fake OpenAI-compatible server on loopback (`tests.fakeprovider.FakeProvider`) answers both,
+One fake OpenAI-compatible server on loopback (`tests.support.fakeprovider.FakeProvider`) answers both,
 streaming the same reply in `CHUNKS` pieces with `CHUNK_DELAY_S` before each stream event, so the
 first token comes some milliseconds after the request, as with a real provider.
 
@@ -44,7 +44,7 @@ from bench._report import exit_now, run_benchmark
 from bench._server import start_dev_server
 from bench.turns import Row, check, pct, run_costs, settings_for, verdict
 from core.temporal import workflow_id
-from tests.fakeprovider import Failure, FakeProvider, Reply
+from tests.support.fakeprovider import Failure, FakeProvider, Reply
 from threadline.client import Conversation, Threadline, TurnHandle, connect
 from threadline.reading import Turn
 from worker import build_worker

@@ -3,12 +3,12 @@ turns that sit waiting for a person.
 
     python -m bench.tools [WAITING]
 
-1. Two tool rounds. One fake OpenAI-compatible server on loopback (`tests.fakeprovider`) answers
+1. Two tool rounds. One fake OpenAI-compatible server on loopback (`tests.support.fakeprovider`) answers
    both systems by what a request holds: no tool result yet, it asks for `order_status`; one, for
    `refund`; two, it answers. Whole replies (no streaming), so both sides parse the same JSON.
    - anchor: three `httpx` POSTs to `/v1/chat/completions` with the same bodies Threadline sends,
      the two tools called in-process between them (what an agent loop without durability does);
-   - threadline: `chat.predict(...)` of the `shop` program (`tests.acting_programs`) through an
+   - threadline: `chat.predict(...)` of the `shop` program (`tests.support.acting_programs`) through an
      in-process worker on a dev server: every reply recorded before it is used, each tool its own
      activity, the refund recorded `started` then `done`.
    The systems alternate turn by turn; `WARMUP` turns of each first, then `REPS` timed.
@@ -44,9 +44,9 @@ from bench._report import exit_now, run_benchmark
 from bench._server import start_dev_server
 from bench.turns import Row, check, pct, settings_for
 from core.settings import Settings
-from tests import acting_programs
-from tests.fakeprovider import Call, FakeProvider, Received, Reply
-from tests.processes import WorkerProcess
+from tests.support import acting_programs
+from tests.support.fakeprovider import Call, FakeProvider, Received, Reply
+from tests.support.processes import WorkerProcess
 from threadline.acting import Waiting
 from threadline.client import Threadline, connect
 from worker import build_worker
@@ -156,7 +156,7 @@ async def wait_one(tl: Threadline, i: int, gate: asyncio.Semaphore) -> str:
 
 
 async def bench_waiting(settings: Settings, root: Path, count: int) -> list[Row]:
-    process = WorkerProcess(settings, root / "worker.log", env={"THREADLINE_PROGRAMS": "tests.acting_programs"})
+    process = WorkerProcess(settings, root / "worker.log", env={"THREADLINE_PROGRAMS": "tests.support.acting_programs"})
     try:
         process.wait_ready()
         pid = process.process.pid
@@ -204,7 +204,7 @@ async def run() -> list[Row]:
         async with await start_dev_server(root / "payloads") as env:
             settings = dataclasses.replace(
                 settings_for(env, root / "data", f"bench-tools-{uuid.uuid4().hex[:8]}"),
-                programs=("tests.acting_programs",),
+                programs=("tests.support.acting_programs",),
                 payloads=root / "payloads",
             )
             print(f"\n1. A turn with two tool rounds: {WARMUP} warm-up turns, then {REPS} timed, alternating systems")

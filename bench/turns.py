@@ -66,10 +66,10 @@ with workflow.unsafe.imports_passed_through():
     from bench._pgturns import bench_hosts, bench_store_kinds
     from core.settings import Settings
     from core.temporal import workflow_id
-    from store.folder import FolderStore
-    from store.log import Log
+    from store.backends.folder import FolderStore
+    from store.log.state import Log
     from store.records import stop_record
-    from tests.processes import WorkerProcess, model_requests
+    from tests.support.processes import WorkerProcess, model_requests
     from threadline.client import Conversation, Threadline, connect
     from threadline.devserver import find_temporal_binary
     from worker import HEARTBEAT_THROTTLE, STICKY_TIMEOUT, build_worker

@@ -1,5 +1,5 @@
 """Wire models of what a conversation records besides its turns' model calls: its setup (a system
-prompt and metadata, `store.preamble`) and messages imported without a model call (`store.imports`).
+prompt and metadata, `store.log.preamble`) and messages imported without a model call (`store.log.imports`).
 
 Each travels as an update of the conversation's workflow, which hands it with the conversation's
 config to an activity; each carries a request id, so a retry records nothing again.

@@ -207,7 +207,7 @@ class Settings:
 
         Raises:
             ThreadlineError: `store-unknown` for a name no setting gives; `store-kind` when the store
-                is a PostgreSQL database (reach it through `store.opening`, not a path).
+                is a PostgreSQL database (reach it through `store.backends.opening`, not a path).
         """
         spec = self.store_spec(name)
         if not isinstance(spec, Path):

@@ -21,12 +21,12 @@ from typing import Any
 
 from core.errors import ThreadlineError
 
-from .base import Store
-from .locate import open_store
-from .log import Log
-from .memory import MemoryStore
+from .backends.base import Store
+from .backends.locate import open_store
+from .backends.memory import MemoryStore
+from .log.rules import Rule, View, parent_for, shown, unfinished, view_head, waiting
+from .log.state import Log
 from .records import parse_time
-from .rules import Rule, View, parent_for, shown, unfinished, view_head, waiting
 
 CASES = Path(__file__).resolve().parent / "cases"
 """The published cases, shipped with the package."""

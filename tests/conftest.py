@@ -17,8 +17,8 @@ from temporalio.worker import Worker
 
 from core.settings import Settings
 from core.temporal import data_converter
-from store.blobs import FolderBlobs
-from tests.pg_kit import postgres_server
+from store.backends.blobs import FolderBlobs
+from tests.support.pg_kit import postgres_server
 from threadline.client import Threadline, connect
 from threadline.devserver import find_temporal_binary
 from worker import build_worker
@@ -99,7 +99,7 @@ def _cid() -> str:
 
 @pytest.fixture(scope="session", name="postgres_url")
 def _postgres_url() -> Iterator[str]:
-    """A database on a PostgreSQL 15 server of the session's own (tests/pg_kit.py), stopped at the end."""
+    """A database on a PostgreSQL 15 server of the session's own (tests/support/pg_kit.py), stopped at the end."""
     with postgres_server() as server:
         yield server.create_database("threadline_tests")
 

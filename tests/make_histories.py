@@ -1,4 +1,4 @@
-"""Record the workflow histories `tests/test_replay.py` keeps: `python -m tests.make_histories`.
+"""Record the workflow histories `tests/workflow/test_replay.py` keeps: `python -m tests.make_histories`.
 
 Run it only when a release changes the workflow on purpose; a history kept from a released
 version must keep replaying (change the workflow with `workflow.patched` instead).

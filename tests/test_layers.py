@@ -86,6 +86,27 @@ def test_a_layer_imports_nothing_it_must_not(name: str) -> None:
     assert [] == found
 
 
+STORE_PARTS = ("programs", "log", "flows", "backends", "calls")
+"""store/'s parts, bottom to top: programs describe what a turn runs, the log's rules decide turns over
+applied records, flows run on those rules, backends keep the records, calls learn from what was kept.
+`store.records` and `store.values` (the format's bytes and JSON walks) sit below them all."""
+
+
+def store_part(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "store" and len(parts) > 2 and parts[1] in STORE_PARTS else None
+
+
+@pytest.mark.parametrize("name", sorted(n for n in GRAPH if store_part(n)))
+def test_store_parts_import_only_parts_below_them(name: str) -> None:
+    """The log's rules and programs import no backend; nothing in store/ imports a part above its own."""
+    rank = STORE_PARTS.index(store_part(name) or "")
+
+    upward = sorted(m for m in project_imports(name) if STORE_PARTS.index(store_part(m) or "programs") > rank)
+
+    assert [] == upward
+
+
 def test_only_the_serving_commands_import_the_composition_root() -> None:
     """worker.py is on top: the CLI's serving commands reach it through one narrow function."""
     importers = {

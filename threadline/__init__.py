@@ -11,13 +11,13 @@ from __future__ import annotations
 from core.errors import ErrorCode, ThreadlineError
 from core.models import ContextRule, TurnOutcome
 from core.settings import Settings
-from store.code import AIFunction, CodeProgram, earlier, remember
-from store.flows import Flow, FlowBuilder
-from store.making import ai
-from store.making import program as program
-from store.metrics import Metric, metric
-from store.program import Program
-from store.tools import Tool, tool
+from store.calls.metrics import Metric, metric
+from store.flows.manager import Flow, FlowBuilder
+from store.programs.code import AIFunction, CodeProgram, earlier, remember
+from store.programs.making import ai
+from store.programs.making import program as program
+from store.programs.program import Program
+from store.programs.tools import Tool, tool
 
 from .acting import Cancelled, LiveTurn, Waiting
 from .client import Conversation, Piece, Threadline, TurnHandle, connect

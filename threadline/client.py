@@ -50,15 +50,15 @@ from core.models import (
 )
 from core.settings import Settings
 from core.temporal import connect_temporal, from_failure, workflow_id
-from store.base import check_id
-from store.blobs import open_blobs
-from store.log import Log
-from store.opening import StoreSet
-from store.program import Program, load_programs
-from store.reader import ConversationLog, LogCache, now
+from store.backends.base import check_id
+from store.backends.blobs import open_blobs
+from store.backends.opening import StoreSet
+from store.backends.reader import ConversationLog, LogCache, now
+from store.backends.streams import StreamReader
+from store.log.rules import View, view_head
+from store.log.state import Log
+from store.programs.program import Program, load_programs
 from store.records import uuid7
-from store.rules import View, view_head
-from store.streams import StreamReader
 from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 
 from . import learning

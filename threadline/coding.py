@@ -8,8 +8,8 @@ from typing import Any
 
 from core.errors import ErrorCode, ThreadlineError
 from core.models import ConversationConfig, HelperMemory
-from store.code import running
-from store.program import Program
+from store.programs.code import running
+from store.programs.program import Program
 
 
 def remembers_of(remembers: Mapping[Any, Any] | None) -> dict[str, HelperMemory]:

@@ -29,7 +29,7 @@ from core.errors import ErrorCode, ThreadlineError
 from core.models import ConversationConfig, ConversationState, StopSend, TurnOutcome, TurnSend
 from core.settings import Settings
 from core.temporal import from_failure, workflow_id
-from store.reader import LogCache
+from store.backends.reader import LogCache
 from store.records import uuid7
 from workflows.attributes import CONVERSATION_KEY, PROGRAM_KEY, STORE_KEY, UPDATED_KEY
 from workflows.conversation import ConversationWorkflow

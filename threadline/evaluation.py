@@ -26,10 +26,10 @@ from core.errors import ErrorCode, ThreadlineError
 from core.learning import EvaluationInput, EvaluationProgress, RowResult
 from core.settings import Settings
 from core.temporal import from_failure
-from store.metrics import Metric
-from store.program import Program
+from store.calls.metrics import Metric
+from store.programs.program import Program
+from store.programs.shape import canonical_json
 from store.records import uuid7
-from store.shape import canonical_json
 from workflows.evaluation import EvaluationWorkflow
 
 from .client import Threadline, connect

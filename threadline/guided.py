@@ -25,9 +25,9 @@ from core.errors import ErrorCode, ThreadlineError
 from core.models import ConversationConfig, StopSend, TurnOutcome, TurnSend
 from core.records_models import ImportedMessage, ImportResult, ImportSend, SetupResult, SetupSend
 from core.temporal import from_failure
-from store.log import Log
+from store.log.rules import View, view_head
+from store.log.state import Log
 from store.records import uuid7
-from store.rules import View, view_head
 
 from .transcript import FlowView, flow_view, messages_of
 

@@ -19,15 +19,15 @@ from typing import Any, Protocol
 from core.errors import ErrorCode, ThreadlineError
 from core.models import MergeSpec, TurnOutcome, TurnSend, check_inputs
 from core.settings import Settings
-from store.callfolder import call_folder
-from store.calllines import CallLog
-from store.calllog import backfill
-from store.folder import FolderStore
-from store.program import Program, load_programs
-from store.rated import RatedRows
-from store.rated import rated as rated_rows
-from store.ratings import rate
-from store.split import train_test
+from store.backends.folder import FolderStore
+from store.calls.folder import call_folder
+from store.calls.lines import CallLog
+from store.calls.log import backfill
+from store.calls.rated import RatedRows
+from store.calls.rated import rated as rated_rows
+from store.calls.ratings import rate
+from store.calls.split import train_test
+from store.programs.program import Program, load_programs
 
 from .reading import Turn
 

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from core.errors import ErrorCode, ThreadlineError
-from store.log import ENDED_STATES, Log
-from store.log import Turn as LoggedTurn
-from store.rules import Rule, expand
-from store.summary import latest as latest_summary
-from store.toolturn import reply_calls
-from store.topics import topics
+from store.log.rules import Rule, expand
+from store.log.state import ENDED_STATES, Log
+from store.log.state import Turn as LoggedTurn
+from store.log.summary import latest as latest_summary
+from store.log.toolturn import reply_calls
+from store.log.topics import topics
 
 MAX_PAGE = 1000
 """The most turns one page holds."""

@@ -23,9 +23,9 @@ import httpx
 
 from core.errors import ErrorCode, ThreadlineError
 from core.settings import is_database_url
-from store.base import check_id, check_records
-from store.locate import postgres_url
-from store.postgres import PostgresStore
+from store.backends.base import check_id, check_records
+from store.backends.locate import postgres_url
+from store.backends.postgres import PostgresStore
 
 MAX_WAIT_S = 20.0
 """The longest one long-poll request waits (the service allows up to `records.MAX_WAIT_S`)."""

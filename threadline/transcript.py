@@ -11,11 +11,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from store.flowlog import FlowCount, counts_of, flow_entries, progress_of
-from store.flowturns import FLOW_STEP
-from store.log import Log
-from store.preamble import setup_of, times
-from store.program import CHAT
+from store.flows.progress import FlowCount, counts_of, flow_entries, progress_of
+from store.flows.turns import FLOW_STEP
+from store.log.preamble import setup_of, times
+from store.log.state import Log
+from store.programs.program import CHAT
 
 DEFAULT_PROGRAM = CHAT.name
 """A conversation's program when nothing recorded names one (the article's general chat)."""

@@ -2,7 +2,7 @@
 durable timers (a reminder, an expiry), stopping it, and what it counts. Deterministic; every side
 effect is an activity of `activities.flows` (see `_calls`).
 
-A flow's progress lives in the record log (`store.flowlog`). The workflow keeps only where the flow
+A flow's progress lives in the record log (`store.flows.progress`). The workflow keeps only where the flow
 stands (its latest `FlowResult`), since when, and the counts, and reads them back from the log
 (`read_flow`) when a run starts, so a continued or reopened run goes on at the same step. A send
 is a flow's when it starts one (`TurnSend.flow`) or, while a flow is active, when its inputs are

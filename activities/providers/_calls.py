@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 
 from core.errors import ErrorCode, ThreadlineError
-from store.tools import ToolCall
+from store.programs.tools import ToolCall
 
 
 @dataclass(slots=True)

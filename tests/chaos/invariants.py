@@ -16,8 +16,8 @@ from temporalio.client import Client
 
 from core.errors import ErrorCode, ThreadlineError
 from core.temporal import CLAIM_CHECK_ENCODING, workflow_id
-from store.folder import FolderStore
-from store.log import Log
+from store.backends.folder import FolderStore
+from store.log.state import Log
 from store.records import uuid7
 from threadline.client import Conversation
 

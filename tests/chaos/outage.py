@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from store.base import Store
-from store.folder import FolderStore
+from store.backends.base import Store
+from store.backends.folder import FolderStore
 
 BUSY_PATIENCE_S = 10.0
 """How long to retry a (re)mount that finds the folder busy (an append in progress)."""

@@ -14,7 +14,7 @@ from temporalio.worker import Worker
 from core.errors import ErrorCode, ThreadlineError
 from core.temporal import workflow_id
 from tests.chaos.invariants import PER_SEND_HISTORY, Answer, Ledger, history_bytes, until_ended
-from tests.service_kit import send, serving
+from tests.support.service_kit import send, serving
 from threadline.client import Threadline
 from threadline.http import create_app
 

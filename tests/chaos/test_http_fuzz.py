@@ -22,7 +22,7 @@ from schemathesis.specs.openapi.checks import status_code_conformance
 from temporalio.worker import Worker
 
 from core.errors import ErrorCode
-from tests.service_kit import serving
+from tests.support.service_kit import serving
 from threadline.client import Threadline
 from threadline.http import create_app
 

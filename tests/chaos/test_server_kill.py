@@ -16,9 +16,9 @@ from activities.language_model import OfflineModel
 from core.models import TurnSend
 from core.settings import Settings
 from core.temporal import connect_temporal
-from store.blobs import FolderBlobs
-from store.folder import FolderStore
-from store.log import Log
+from store.backends.blobs import FolderBlobs
+from store.backends.folder import FolderStore
+from store.log.state import Log
 from store.records import uuid7
 from tests.chaos.invariants import Ledger, until_ended
 from threadline.client import connect

@@ -13,8 +13,8 @@ from temporalio.client import Client
 
 from core.settings import Settings
 from core.temporal import connect_temporal
-from store.blobs import FolderBlobs
-from store.folder import FolderStore
+from store.backends.blobs import FolderBlobs
+from store.backends.folder import FolderStore
 from tests.chaos.invariants import check_ended_once, check_log
 from threadline.client import Threadline
 from worker import build_worker

@@ -14,12 +14,12 @@ import pytest
 
 from core.models import TurnSend
 from core.settings import Settings
-from store.folder import FolderStore
-from store.log import Log
+from store.backends.folder import FolderStore
+from store.backends.streams import StreamLog, StreamReader
+from store.log.state import Log
 from store.records import uuid7
-from store.streams import StreamLog, StreamReader
 from tests.chaos.invariants import Ledger, until_ended
-from tests.processes import WorkerProcess, model_requests
+from tests.support.processes import WorkerProcess, model_requests
 from threadline.client import Conversation, Threadline
 
 DELAY_S = 1.0

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from core.errors import ErrorCode, ThreadlineError
-from store.flowlog import flow_entries
+from store.flows.progress import flow_entries
 from threadline.client import Conversation
 
 from . import output

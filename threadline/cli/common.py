@@ -15,8 +15,8 @@ from typing import Any, Protocol, TextIO, TypeAlias
 from core.errors import ErrorCode, ThreadlineError
 from core.models import ConversationConfig, TurnOutcome
 from core.settings import Settings
-from store.base import check_id
-from store.program import load_programs
+from store.backends.base import check_id
+from store.programs.program import load_programs
 from threadline.client import Conversation, Piece, connect
 from threadline.reading import Turn
 

@@ -20,7 +20,7 @@ import httpx
 
 from core.errors import ErrorCode, ThreadlineError
 from core.models import ConversationConfig, Sends, TurnOutcome
-from store.base import check_id
+from store.backends.base import check_id
 from threadline.client import Piece
 from threadline.reading import Turn
 from threadline.remote import answer_error

@@ -15,7 +15,7 @@ from temporalio.client import Client
 from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings
 from core.temporal import connect_temporal, workflow_id
-from store.blobs import open_blobs
+from store.backends.blobs import open_blobs
 from threadline.client import connect
 from threadline.devserver import DevServer
 

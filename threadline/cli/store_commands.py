@@ -6,7 +6,7 @@
     threadline store check main                    # every record a JSON object whose seq is its position
 
 A store is named as THREADLINE_STORES names it, or given as a folder path or a `postgresql://` URL.
-Copies are byte for byte and fill empty conversations only (store/transfer.py).
+Copies are byte for byte and fill empty conversations only (store/backends/transfer.py).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from core.settings import Settings, StoreSpec, is_database_url, store_spec
-from store.folder import FolderStore
-from store.opening import migrate_stores, open_sync
-from store.postgres import PostgresStore
-from store.transfer import StoreReport, check_store, copy_conversations
+from store.backends.folder import FolderStore
+from store.backends.opening import migrate_stores, open_sync
+from store.backends.postgres import PostgresStore
+from store.backends.transfer import StoreReport, check_store, copy_conversations
 
 from . import output
 from .common import Subcommands

@@ -21,7 +21,7 @@ from fastapi import APIRouter, Query, Request, Security
 from fastapi.security import HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
-from store.reader import AsyncStore
+from store.backends.reader import AsyncStore
 
 from . import bodies as m
 from .routes import _allow, _tl

@@ -21,8 +21,8 @@ from activities.plan import rule_of
 from core.errors import ErrorCode, ThreadlineError
 from core.models import TurnOutcome, TurnSend
 from core.temporal import workflow_id
-from store.log import Log
-from store.reader import now
+from store.backends.reader import now
+from store.log.state import Log
 from threadline.client import Conversation, Threadline
 from threadline.reading import MAX_PAGE, Turn, history, state_of, to_turn
 from threadline.transcript import DEFAULT_PROGRAM, article_view

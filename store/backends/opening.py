@@ -1,0 +1,157 @@
+"""Open the stores a process's settings name: the one way the worker, the Python API, the CLI and
+the HTTP service reach a store, whatever it is.
+
+    folder                  Threaded(FolderStore(folder))   and StreamLog(folder)
+    postgresql://...        AsyncPostgresStore (lazily)      and PostgresStreams (lazily, written off the loop)
+
+Nothing is opened until it is first used: a folder is made, a database connected and migrated, then.
+A `StoreSet` holds what it opened and closes it all at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from core.settings import StoreSpec, is_database_url
+from store.records import Record
+
+from .folder import FolderStore
+from .locate import postgres_url
+from .migrate import migrate
+from .pgstreams import PostgresStreams
+from .postgres import AsyncPostgresStore, PostgresStore
+from .reader import AsyncStore, Stores, Threaded
+from .streams import StreamLog, Streams
+
+
+class LazyPostgres:
+    """An `AsyncPostgresStore` opened (its schema migrated, its pool filled) by the first call that needs it.
+
+    Args:
+        url: A `postgresql://` URL, with an optional `schema` parameter.
+        max_size: The most connections its pool opens.
+    """
+
+    def __init__(self, url: str, *, max_size: int = 8) -> None:
+        self.url, self.schema = postgres_url(url)
+        self._max_size = max_size
+        self._store: AsyncPostgresStore | None = None
+        self._opening: asyncio.Lock | None = None
+
+    def __repr__(self) -> str:
+        return f"<LazyPostgres schema={self.schema}>"  # never the URL: it may hold a password
+
+    async def opened(self) -> AsyncPostgresStore:
+        """The store, opened now if it was not yet."""
+        if self._store is not None:
+            return self._store
+        self._opening = self._opening or asyncio.Lock()
+        async with self._opening:
+            if self._store is None:
+                store = AsyncPostgresStore(self.url, schema=self.schema, max_size=self._max_size)
+                await store.open()
+                self._store = store
+        return self._store
+
+    async def append(self, conversation: str, records: Sequence[Record], *, expect: int | None = None) -> int:
+        """See `AsyncStore.append`."""
+        return await (await self.opened()).append(conversation, records, expect=expect)
+
+    async def read(self, conversation: str, after: int = 0, *, limit: int | None = None) -> list[Record]:
+        """See `AsyncStore.read`."""
+        return await (await self.opened()).read(conversation, after, limit=limit)
+
+    # The timeout is part of the store contract (format-1.md 7.3).
+    async def wait(self, conversation: str, after: int, timeout: float) -> bool:  # noqa: ASYNC109
+        """See `AsyncStore.wait` (woken by NOTIFY, holding no connection of the pool)."""
+        return await (await self.opened()).wait(conversation, after, timeout)
+
+    async def conversations(self) -> list[str]:
+        """See `AsyncStore.conversations`."""
+        return await (await self.opened()).conversations()
+
+    async def identity(self) -> str:
+        """See `AsyncStore.identity` (one row of the store's schema, written by its first migration)."""
+        return await (await self.opened()).identity()
+
+    async def close(self) -> None:
+        """Close the pool and the listener, if they were opened."""
+        store, self._store = self._store, None
+        if store is not None:
+            await store.close()
+
+
+def open_records(spec: StoreSpec) -> AsyncStore:
+    """The record log at `spec` as an `AsyncStore` (a folder is made now; a database is reached on first use)."""
+    if is_database_url(spec):
+        return LazyPostgres(str(spec))
+    return Threaded(FolderStore(spec))
+
+
+def open_streams(spec: StoreSpec) -> Streams:
+    """The turn text streams of the store at `spec` (nothing is opened until a stream is written or read)."""
+    if is_database_url(spec):
+        url, schema = postgres_url(str(spec))
+        return PostgresStreams(url, schema=schema)
+    return StreamLog(spec)
+
+
+def open_sync(spec: StoreSpec, **options: Any) -> FolderStore | PostgresStore:
+    """The blocking store at `spec` (for copies and checks, and for functai): opened now."""
+    if is_database_url(spec):
+        url, schema = postgres_url(str(spec))
+        return PostgresStore(url, schema=schema, **options)
+    return FolderStore(Path(spec), **options)
+
+
+async def migrate_stores(specs: Mapping[str, StoreSpec]) -> dict[str, int]:
+    """Bring every PostgreSQL store of `specs` to this package's schema version; return each one's."""
+    versions = {}
+    for name, spec in specs.items():
+        if is_database_url(spec):
+            url, schema = postgres_url(str(spec))
+            versions[name] = await asyncio.to_thread(migrate, url, schema=schema)
+    return versions
+
+
+class StoreSet:
+    """The stores a process's settings name: record logs (`records`, a `reader.Stores`) and their
+    streams, each opened on first use; `close()` releases whatever was opened.
+
+    Args:
+        specs: Where each store is, by name (`Settings.named_stores()`).
+        records: Record logs to use instead of opening `specs`' (tests hand in their own).
+    """
+
+    def __init__(self, specs: Mapping[str, StoreSpec], *, records: Mapping[str, AsyncStore] | None = None) -> None:
+        self.specs = dict(specs)
+        if records is None:
+            self.records = Stores({name: _opener(spec) for name, spec in self.specs.items()})
+        else:
+            self.records = Stores({name: _given(store) for name, store in records.items()})
+        self.streams = {name: open_streams(spec) for name, spec in self.specs.items()}
+
+    def names(self) -> list[str]:
+        """The names of the stores, sorted."""
+        return self.records.names()
+
+    async def close(self) -> None:
+        """Close every store and stream log opened so far."""
+        await self.records.close()
+        for streams in self.streams.values():
+            if isinstance(streams, PostgresStreams):
+                await asyncio.to_thread(streams.close)
+
+
+def _opener(spec: StoreSpec) -> Callable[[], AsyncStore]:
+    return lambda: open_records(spec)
+
+
+def _given(store: AsyncStore) -> Callable[[], AsyncStore]:
+    return lambda: store
+
+
+__all__ = ["LazyPostgres", "StoreSet", "migrate_stores", "open_records", "open_streams", "open_sync"]

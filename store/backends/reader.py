@@ -1,0 +1,307 @@
+"""The read side every surface shares: one conversation's log, read incrementally, safely.
+
+A `ConversationLog` is the only way the worker's activities, the Python API, the CLI and the
+HTTP service read a conversation. It parses only what was appended since its last read, never
+blocks the event loop, and applies each record exactly once however many coroutines ask at the
+same time. It reads through `AsyncStore`, the seam a store that is not a folder plugs into: a
+client then needs no store folder mounted, only what the store's own protocol reaches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+import structlog
+
+from core.errors import ErrorCode, ThreadlineError
+from store.log.state import Log, Turn
+from store.records import Record
+
+from .base import READ_BATCH, Store, encode
+
+T = TypeVar("T")
+logger = structlog.get_logger(__name__)
+
+
+class AsyncStore(Protocol):
+    """A record log as a coroutine API: the same contract as `Store` (format-1.md 1.3), awaited."""
+
+    async def append(self, conversation: str, records: Sequence[Record], *, expect: int | None = None) -> int:
+        """Append `records` all or nothing; `store-conflict` when `expect` is not the current count."""
+        ...
+
+    async def read(self, conversation: str, after: int = 0, *, limit: int | None = None) -> list[Record]:
+        """The records after position `after`, in order; at most `limit` of them (None: all)."""
+        ...
+
+    async def wait(self, conversation: str, after: int, timeout: float) -> bool:
+        """Wait until the conversation holds more than `after` records (True) or `timeout` passes."""
+        ...
+
+    async def conversations(self) -> list[str]:
+        """The ids of the conversations that hold records, sorted."""
+        ...
+
+    async def identity(self) -> str:
+        """The store's identity: made once, kept in the store, the same for every process that opens it."""
+        ...
+
+
+OUTAGES = frozenset(
+    {errno.EROFS, errno.EIO, errno.ENOSPC, errno.EDQUOT, errno.ESTALE, errno.ETIMEDOUT, errno.EAGAIN, errno.EBUSY}
+)
+"""File errors that a store outage causes and that pass (a read-only remount, a full or failing disk)."""
+
+
+_WAIT_FIRST_S = 0.02
+_WAIT_MOST_S = 0.2
+
+
+class Threaded:
+    """A blocking `Store` (a folder, memory) as an `AsyncStore`: each call runs in a worker thread.
+
+    A file error that an outage causes becomes `store-unavailable` (retryable), with the system's
+    reason and no path; any other file error stays what it is (a misconfiguration to fix).
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def __repr__(self) -> str:
+        return f"Threaded({self.store!r})"
+
+    async def append(self, conversation: str, records: Sequence[Record], *, expect: int | None = None) -> int:
+        """See `AsyncStore.append`."""
+        return await self._call("written", self.store.append, conversation, list(records), expect=expect)
+
+    async def read(self, conversation: str, after: int = 0, *, limit: int | None = None) -> list[Record]:
+        """See `AsyncStore.read`."""
+        return await self._call("read", self.store.read, conversation, after, limit=limit)
+
+    async def wait(self, conversation: str, after: int, timeout: float) -> bool:
+        """See `AsyncStore.wait`.
+
+        Polls (20 ms, doubling to 200 ms, as FolderStore does) instead of blocking a worker thread for
+        the whole wait: the loop's default executor has only a few threads, and long waits (an HTTP
+        long poll) would hold every one of them.
+        """
+        deadline = time.monotonic() + timeout
+        pause = _WAIT_FIRST_S
+        while True:
+            if await self._call("read", self.store.wait, conversation, after, 0):
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, _WAIT_MOST_S)
+
+    async def close(self) -> None:
+        """Nothing to release: a blocking store holds no connection."""
+
+    async def conversations(self) -> list[str]:
+        """See `AsyncStore.conversations`."""
+        return await self._call("read", self.store.conversations)
+
+    async def identity(self) -> str:
+        """See `AsyncStore.identity`."""
+        from .identity import store_identity  # the PostgreSQL driver only loads where it is used
+
+        return await self._call("read", store_identity, self.store)
+
+    async def _call(self, what: str, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        try:
+            return await asyncio.to_thread(function, *args, **kwargs)
+        except OSError as err:
+            if err.errno not in OUTAGES:
+                raise
+            message = f"the store cannot be {what} now ({err.strerror}); it is retried until the store is back"
+            raise ThreadlineError(ErrorCode.STORE_UNAVAILABLE, message, retryable=True) from None
+
+
+class ConversationLog:
+    """One conversation of one store, read incrementally into a `Log`.
+
+    Reads are serialised by a lock, so each record is applied once; callers use the returned
+    `Log` without awaiting in between (it changes only inside `read` and `append`).
+    """
+
+    def __init__(self, store: AsyncStore, conversation: str) -> None:
+        self.store = store
+        self.conversation = conversation
+        self.log = Log()
+        self._reading = asyncio.Lock()
+
+    async def read(self) -> Log:
+        """The log with every record appended until now applied (a long log `READ_BATCH` records at a
+        time, so a cold read of a long conversation never holds all its parsed records at once)."""
+        async with self._reading:
+            while True:
+                records = await self.store.read(self.conversation, self.log.n, limit=READ_BATCH)
+                self.log.apply(records)
+                if len(records) < READ_BATCH:
+                    break
+                await asyncio.sleep(0)  # let heartbeats and workflow tasks run between batches
+        return self.log
+
+    async def turn(self, turn: str) -> Turn:
+        """The turn as the log says now.
+
+        Raises:
+            ThreadlineError: `turn-unknown`.
+        """
+        log = await self.read()
+        found = log.turns.get(turn)
+        if found is None:
+            raise ThreadlineError(ErrorCode.TURN_UNKNOWN, f"turn {turn} is not in conversation {self.conversation}")
+        return found
+
+    async def append(self, records: Sequence[Record], *, expect: int | None = None) -> int:
+        """Append `records` (conditionally with `expect`); return the new count.
+
+        Appended on exactly what this log holds (`expect` is its count), they are applied here as a
+        reader would see them, numbered and through JSON, so the next read does not fetch them back.
+        """
+        count = await self.store.append(self.conversation, records, expect=expect)
+        async with self._reading:
+            if expect is not None and expect == self.log.n and count == expect + len(records):
+                self.log.apply([json.loads(encode(dict(record), expect + i + 1)) for i, record in enumerate(records)])
+        return count
+
+    async def append_if(self, turn: str, build: Callable[[Log, Turn], list[Record] | None]) -> Turn:
+        """Append what `build` decides from the current log, on exactly that log (decided again on conflict).
+
+        `build` returns None to append nothing. Returns the turn as it reads after the append.
+        """
+        while True:
+            found = await self.turn(turn)
+            records = build(self.log, found)
+            if not records:
+                return found
+            try:
+                count = await self.append(records, expect=self.log.n)
+            except ThreadlineError as err:
+                if err.code != ErrorCode.STORE_CONFLICT:
+                    raise
+                continue
+            return self.log.turns[turn] if self.log.n >= count else await self.turn(turn)
+
+    async def wait(self, after: int, timeout: float) -> bool:
+        """Wait until the conversation holds more than `after` records (True) or `timeout` passes."""
+        return await self.store.wait(self.conversation, after, timeout)
+
+
+KEPT_LOGS = 1024
+"""Conversations whose parsed log a process keeps between reads (least recently used go)..."""
+KEPT_RECORDS = 600_000
+"""... and at most this many parsed records in all (about 1.3 KB each: under 1 GB), so a conversation of
+100,000 turns (300,000 records) stays cached beside others instead of being read again at its next turn."""
+
+
+class Stores:
+    """The stores a process knows, by name, each opened on first use (a folder is made then, not before)."""
+
+    def __init__(self, openers: Mapping[str, Callable[[], AsyncStore]]) -> None:
+        self._openers = dict(openers)
+        self._opened: dict[str, AsyncStore] = {}
+        self._identities: dict[str, str] = {}
+
+    def names(self) -> list[str]:
+        """The names of the stores, sorted."""
+        return sorted(self._openers)
+
+    def get(self, name: str) -> AsyncStore:
+        """The store named `name`, opened now if it was not yet.
+
+        Raises:
+            ThreadlineError: `store-unknown`.
+        """
+        found = self._opened.get(name)
+        if found is not None:
+            return found
+        opener = self._openers.get(name)
+        if opener is None:
+            known = ", ".join(self.names()) or "none"
+            raise ThreadlineError(ErrorCode.STORE_UNKNOWN, f"no store is named {name!r} here (known: {known})")
+        found = self._opened[name] = opener()
+        return found
+
+    def check(self, name: str) -> None:
+        """Refuse a name no store has (`store-unknown`) without opening anything."""
+        if name not in self._openers:
+            self.get(name)
+
+    async def identity(self, name: str) -> str:
+        """The identity of the store named `name`, read once per process."""
+        found = self._identities.get(name)
+        if found is None:
+            found = self._identities[name] = await self.get(name).identity()
+        return found
+
+    async def verify(self, name: str, expected: str | None) -> None:
+        """Refuse to touch a store that is not the one a conversation lives in.
+
+        Raises:
+            ThreadlineError: `store-mismatch` when `expected` is set and the store named `name` here
+                has another identity (this process is configured with another store under that name).
+        """
+        if expected is None:
+            return
+        found = await self.identity(name)
+        if found != expected:
+            logger.error("store.mismatch", store=name, expected=expected, found=found)
+            message = (
+                f"store {name!r} here is another store than the conversation's; give every worker of this "
+                "task queue the same stores (THREADLINE_DATA, THREADLINE_STORES)"
+            )
+            raise ThreadlineError(ErrorCode.STORE_MISMATCH, message, retryable=True, expected=expected, found=found)
+
+    async def close(self) -> None:
+        """Close the stores opened so far that hold something to close (connections, threads)."""
+        opened, self._opened = list(self._opened.values()), {}
+        for store in opened:
+            close = getattr(store, "close", None)
+            if close is not None:
+                await close()
+
+
+class LogCache:
+    """The `ConversationLog`s a process keeps, by store and conversation, within `KEPT_*` bounds."""
+
+    def __init__(self, stores: Stores, *, logs: int = KEPT_LOGS, records: int = KEPT_RECORDS) -> None:
+        self.stores = stores
+        self._logs: OrderedDict[tuple[str, str], ConversationLog] = OrderedDict()
+        self._bounds = (logs, records)
+
+    async def open(self, store: str, conversation: str, store_id: str | None) -> ConversationLog:
+        """`get`, after checking the store is the one the conversation lives in (`store-mismatch`)."""
+        await self.stores.verify(store, store_id)
+        return self.get(store, conversation)
+
+    def get(self, store: str, conversation: str) -> ConversationLog:
+        """The log of `conversation` in `store`, made on first use and kept while it is used."""
+        key = (store, conversation)
+        found = self._logs.get(key)
+        if found is not None:
+            self._logs.move_to_end(key)
+            return found
+        found = self._logs[key] = ConversationLog(self.stores.get(store), conversation)
+        logs, records = self._bounds
+        kept = sum(held.log.n for held in self._logs.values())
+        while len(self._logs) > 1 and (len(self._logs) > logs or kept > records):
+            kept -= self._logs.popitem(last=False)[1].log.n
+        return found
+
+
+def now() -> float:
+    """The wall clock, for lease and state decisions (readers and activities may read it; workflows may not)."""
+    return time.time()
+
+
+__all__ = ["AsyncStore", "ConversationLog", "LogCache", "Stores", "Threaded", "now"]

@@ -1,0 +1,97 @@
+"""The call log of a PostgreSQL store: the same lines as a call-log folder, in one table.
+
+A functai process reads a call log only from a folder, so with a PostgreSQL store the call log is
+Threadline's to read (`rated`) and write (`write_call`, `rate`), and `lines()` gives it for a copy
+into a folder functai reads (`call_folder(path).write(log.lines())`). Each line is kept as its
+exact text (migration 0003), so a copy in either direction is byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import sql
+
+from core.errors import ErrorCode, ThreadlineError
+from store.backends.postgres import PostgresStore
+from store.records import Record
+
+from .lines import Logged, parse
+
+
+class PostgresCallLog:
+    """The `call_log` table of a PostgreSQL store's schema.
+
+    Args:
+        store: The store whose connections and schema it uses.
+    """
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+        self.where = f"postgresql schema {store.schema}"
+
+        def render(text: str) -> bytes:
+            return sql.SQL(text).format(s=sql.Identifier(store.schema)).as_bytes(None)
+
+        self._add = render(
+            "INSERT INTO {s}.call_log (call, at, line) SELECT * FROM unnest(%(calls)s::text[], %(ats)s::text[], "
+            "%(lines)s::text[])"
+        )
+        self._read = render("SELECT line FROM {s}.call_log WHERE at >= %(since)s ORDER BY position")
+        self._find = render("SELECT line FROM {s}.call_log WHERE call = %(call)s ORDER BY position")
+
+    def __repr__(self) -> str:
+        return f"<PostgresCallLog schema={self.store.schema}>"
+
+    def write(self, lines: Sequence[bytes], *, durable: bool = False) -> None:
+        """Append whole lines in one transaction (every commit is durable: `durable` changes nothing).
+
+        Raises:
+            ThreadlineError: `record-invalid` for a line that is not a call record or a rating,
+                `store-unavailable` when the database cannot be reached.
+        """
+        if not lines:
+            return
+        params: dict[str, list[Any]] = {"calls": [], "ats": [], "lines": []}
+        for line in lines:
+            call, at = _about(line)
+            params["calls"].append(call)
+            params["ats"].append(at)
+            params["lines"].append(line.rstrip(b"\n").decode("utf-8"))
+        with self.store.connection() as conn:
+            conn.execute(self._add, params)
+
+    def read(self, *, since: str = "") -> Logged:
+        """Every call and rating (calls and ratings before `since` left out)."""
+        with self.store.connection() as conn:
+            rows = conn.execute(self._read, {"since": since}).fetchall()
+        return parse((str(row[0]) for row in rows), since=since)
+
+    def find(self, call: str) -> Record | None:
+        """The record of `call` (of its highest writer), or None."""
+        with self.store.connection() as conn:
+            rows = conn.execute(self._find, {"call": call}).fetchall()
+        found = parse(str(row[0]) for row in rows).calls
+        return found[-1] if found else None
+
+    def lines(self) -> list[bytes]:
+        """Every line, in order, as a call-log folder holds it (newline included)."""
+        with self.store.connection() as conn:
+            rows = conn.execute(self._read, {"since": ""}).fetchall()
+        return [str(row[0]).encode("utf-8") + b"\n" for row in rows]
+
+
+def _about(line: bytes) -> tuple[str, str]:
+    """The call a line is about and when, from its record."""
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        rec = None
+    if isinstance(rec, dict) and "functai_call" in rec:
+        return str(rec.get("id")), str(rec.get("started") or "")
+    if isinstance(rec, dict) and "functai_rating" in rec:
+        return str(rec.get("call")), str(rec.get("at") or "")
+    message = "a call log holds call records and ratings only; nothing was written"
+    raise ThreadlineError(ErrorCode.RECORD_INVALID, message)

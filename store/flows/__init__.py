@@ -1,0 +1,1 @@
+"""Guided flows: a definition of steps, its progress in the log, its exchanges as turns."""

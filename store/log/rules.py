@@ -1,0 +1,374 @@
+"""The conversation rules over a `Log` (format-1.md 4.3-4.11): where a view continues, where a
+new turn goes under the `sends` policy, and what a turn is shown (its `saw` entries and rows).
+
+Everything here is a pure function of the log, the program's fields and the clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from core.errors import ErrorCode, ThreadlineError
+from store.records import Record
+from store.values import copy_value
+from store.values import estimate_tokens as estimate_tokens
+
+from .kept import paused_gc
+from .saw import compress as compress
+from .saw import expand as expand
+from .state import Log, Turn
+
+Sends = Literal["queue", "refuse", "branch", "interrupt"]
+SENDS: tuple[Sends, ...] = ("queue", "refuse", "branch", "interrupt")
+
+
+# ----- where a view continues (4.3)
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """Where one client continues a conversation.
+
+    `pinned=None` follows the conversation head. `exact=True` (from `continue_from`) continues
+    after exactly `pinned`; otherwise the view follows the branch through `pinned`: the newest
+    turn that is `pinned` or descends from it.
+    """
+
+    pinned: str | None = None
+    exact: bool = False
+
+
+def view_head(log: Log, view: View = View()) -> str | None:
+    """The turn `view` continues from next, or None."""
+    if view.exact:
+        return view.pinned  # None: a new root
+    if view.pinned is None:
+        return log.head
+    newest = log.turns[view.pinned].position if view.pinned in log.turns else -1
+    for tid in log.descendants(view.pinned):
+        newest = max(newest, log.turns[tid].position)
+    return log.order[newest] if newest >= 0 else view.pinned
+
+
+# ----- where a new turn goes (4.4)
+
+
+@dataclass(frozen=True, slots=True)
+class Next:
+    """Where a turn sent now goes: after `parent`, or it must wait for the running turn `waits`; with
+    `interrupt`, the running turn `stops` is stopped first (a `stop` record in the same append)."""
+
+    parent: str | None = None
+    waits: str | None = None
+    stops: str | None = None
+
+    def as_dict(self) -> dict[str, str | None]:
+        """`{"waits": id}` or `{"parent": id or None}`, as the conformance cases write it."""
+        return {"waits": self.waits} if self.waits else {"parent": self.parent}
+
+
+def parent_for(log: Log, head: str | None, sends: Sends, now: float) -> Next:
+    """Decide where a new turn after `head` goes under the `sends` policy.
+
+    Raises:
+        ThreadlineError: `conversation-busy` when the head waits for a person (unless `branch`),
+            or runs and `sends` is `refuse`. `interrupt` stops a running head and continues from its
+            parent's nearest done turn, as `branch` would.
+    """
+    turn = log.turns.get(head) if head is not None else None
+    if turn is None:
+        return Next(parent=None)
+    state = turn.state(now)
+    if state == "waiting" and sends != "branch":
+        raise ThreadlineError(
+            ErrorCode.CONVERSATION_BUSY,
+            f"turn {head} waits for a person's answer: answer it, or continue from another turn",
+            turn=head,
+        )
+    if state in ("running", "waiting"):
+        if sends == "queue":
+            return Next(waits=head)
+        if sends == "interrupt":  # only running here: a waiting head was refused above
+            return Next(parent=log.nearest_done(turn.parent, now), stops=head)
+        if sends == "refuse":
+            raise ThreadlineError(
+                ErrorCode.CONVERSATION_BUSY,
+                f"turn {head} is {state}: retry when it ends, or send with sends='branch'",
+                turn=head,
+            )
+        return Next(parent=log.nearest_done(turn.parent, now))
+    return Next(parent=log.nearest_done(head, now))
+
+
+# ----- reading helpers (4.2, 4.11)
+
+
+def waiting(log: Log) -> dict[str, list[int]]:
+    """For each turn with unanswered approvals, their invocations."""
+    out: dict[str, list[int]] = {}
+    for tid in log.order:
+        asked = log.turns[tid].unanswered()
+        if asked:
+            out[tid] = [int(a.get("invocation") or 0) for a in asked]
+    return out
+
+
+def unfinished(log: Log) -> dict[str, list[int]]:
+    """For each turn with tools that may have run, their invocations."""
+    out: dict[str, list[int]] = {}
+    for tid in log.order:
+        tools = log.turns[tid].unfinished()
+        if tools:
+            out[tid] = [int(t.get("invocation") or 0) for t in tools]
+    return out
+
+
+def branches(log: Log) -> list[str]:
+    """The tips of the conversation's branches (turns nothing continues), oldest first."""
+    return [tid for tid in log.order if not log.turns[tid].children]
+
+
+def entries(log: Log, plugin: str, kind: str, tip: str | None) -> list[dict[str, Any]]:
+    """The entries of `plugin` and `kind` that belong to the branch through `tip`, oldest first."""
+    on_branch = {t.id for t in log.branch(tip)}
+    return [_entry_data(e) for e in log.entries if _belongs(e, plugin, kind, on_branch)]
+
+
+def newest_entry(log: Log, plugin: str, kind: str, tip: str | None) -> dict[str, Any] | None:
+    """The newest entry of `plugin` and `kind` on the branch through `tip` (copying no other), or None."""
+    on_branch = {t.id for t in log.branch(tip)}
+    found = next((e for e in reversed(log.entries) if _belongs(e, plugin, kind, on_branch)), None)
+    return None if found is None else _entry_data(found)
+
+
+def _belongs(entry: Record, plugin: str, kind: str, on_branch: set[str]) -> bool:
+    turn = entry.get("turn")
+    return entry.get("plugin") == plugin and entry.get("entry") == kind and (turn is None or turn in on_branch)
+
+
+def _entry_data(entry: Record) -> dict[str, Any]:
+    return {"turn": entry.get("turn"), "data": copy_value(entry.get("data")), "at": entry.get("at")}
+
+
+# ----- what a turn is shown (4.8)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A context rule: which done turns of the branch a new turn is shown, and without which fields.
+
+    Format 1's rules are `last` (None: every turn) and `without`. Threadline adds `window` (the
+    last messages, two per turn) and `max_tokens` (the most recent turns that fit, counted from
+    the usage each `ended` record holds, estimated only where it is missing). All that are set
+    apply together: the most restrictive wins.
+    """
+
+    last: int | None = None
+    without: tuple[str, ...] = ()
+    window: int | None = None
+    max_tokens: int | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Rule:
+        """`{"last": n or None, "without": [names], "window": m, "max_tokens": t}`."""
+
+        def number(key: str) -> int | None:
+            value = data.get(key)
+            return None if value is None else int(value)
+
+        without = tuple(data.get("without") or ())
+        return cls(last=number("last"), without=without, window=number("window"), max_tokens=number("max_tokens"))
+
+    @property
+    def is_format_1(self) -> bool:
+        """Whether functai's own rules say it all (a resume by functai then shows the same)."""
+        return self.window is None and self.max_tokens is None
+
+    def pick(self, done: list[Turn]) -> list[Turn]:
+        """The done turns this rule shows."""
+        picked = done
+        for keep in (self.last, None if self.window is None else self.window // 2):
+            if keep is not None:
+                picked = picked[-keep:] if keep > 0 else []
+        if self.max_tokens is not None:
+            total, start = 0, len(picked)
+            while start > 0 and total + turn_tokens(picked[start - 1]) <= self.max_tokens:
+                start -= 1
+                total += turn_tokens(picked[start])
+            picked = picked[start:]
+        return picked
+
+
+def turn_tokens(turn: Turn) -> int:
+    """What showing `turn` costs: its outputs as the provider counted them, plus its inputs (estimated)."""
+    usage = (turn.ended or {}).get("usage") or {}
+    output = usage.get("output_tokens")
+    return estimate_tokens(turn.inputs) + (output if isinstance(output, int) else estimate_tokens(turn.outputs))
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """What a new turn is shown of the earlier turns."""
+
+    turns: list[str]
+    """The earlier turns shown, oldest first."""
+    saw: list[Record]
+    """The `saw` entries the new turn records (compressed with `saw_of` where possible)."""
+    rows: list[dict[str, Any]]
+    """One row per shown turn: its inputs and outputs by name, without the rule's fields."""
+    exchanges: list[dict[str, Any]] = field(default_factory=list)
+    """The shown turns as `{"inputs", "outputs"}` for building a prompt (fields left out removed)."""
+    without: dict[str, list[str]] = field(default_factory=dict)
+    sections: list[str] = field(default_factory=list)
+    """Text added to the instruction (a summary of the turns not shown)."""
+    context: dict[str, Any] | None = None
+    """The `context` the turn records, so a resume (here or in functai) shows exactly this; None
+    when format 1's default rule says it all."""
+
+
+def shown(
+    log: Log,
+    parent: str | None,
+    *,
+    fields: Sequence[Mapping[str, Any]],
+    signature: str | None,
+    now: float,
+    rule: Rule = Rule(),
+    context: Mapping[str, Any] | None = None,
+    covered: Collection[str] = (),
+    sections: Sequence[str] = (),
+    module: bool = False,
+) -> Shown:
+    """What a turn after `parent` is shown, for an AI program with these `fields` and `signature`, or
+    (`module`) for a program with code: its rows, and an entry `{"call": t}` per turn (format-1.md 4.8).
+
+    `context` is a turn's recorded `context` (`{"turns", "without", "sections"}`): resuming that
+    turn shows exactly it instead of applying the rule again. Otherwise the rule picks among the
+    done turns of the branch that a summary has not `covered`, and `sections` (the summary) are
+    added to the instruction.
+    """
+    with paused_gc():  # thousands of acyclic rows: a collection would only walk the whole log again
+        done = [t for t in log.branch(parent) if t.state(now) == "done"]
+        if context is not None:
+            by_id = {t.id: t for t in done}
+            picked = [by_id[tid] for tid in context.get("turns") or [] if tid in by_id]
+            without = {k: sorted(v) for k, v in (context.get("without") or {}).items()}
+            sections = [str(text) for text in context.get("sections") or []]
+        else:
+            picked = rule.pick([t for t in done if t.id not in covered] if covered else done)
+            without = _without(picked, rule.without)
+        if module:
+            saw: list[Record] = [{"call": t.id} for t in picked]
+            rows, exchanges = _rows(picked, without), list[dict[str, Any]]()
+        else:
+            saw, rows, exchanges = _shown_turns(log, picked, without, fields=fields, signature=signature)
+        record = None
+        if context is None and (sections or covered or rule != Rule()):
+            record = {"turns": [t.id for t in picked], "without": without, "sections": list(sections)}
+        return Shown(
+            turns=[t.id for t in picked],
+            saw=compress(saw, parent, log),
+            rows=rows,
+            exchanges=exchanges,
+            without=without,
+            sections=list(sections),
+            context=record,
+        )
+
+
+def _rows(picked: list[Turn], without: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """Each picked turn's inputs and outputs by name, without the fields left out of it."""
+    rows = []
+    for t in picked:
+        gone = set(without.get(t.id, ()))
+        rows.append({k: v for k, v in {**t.inputs, **t.outputs}.items() if k not in gone})
+    return rows
+
+
+def _without(picked: list[Turn], names: Collection[str]) -> dict[str, list[str]]:
+    """The fields the rule leaves out of each picked turn that has them."""
+    if not names:
+        return {}
+    out = {}
+    for t in picked:
+        gone = sorted((set(t.inputs) | set(t.outputs)) & set(names))
+        if gone:
+            out[t.id] = gone
+    return out
+
+
+def _shown_turns(
+    log: Log,
+    picked: list[Turn],
+    without: dict[str, list[str]],
+    *,
+    fields: Sequence[Mapping[str, Any]],
+    signature: str | None,
+) -> tuple[list[Record], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The saw entries (uncompressed), rows and exchanges of the picked turns."""
+    kept_fields = _kept_fields(fields)
+    saw: list[Record] = []
+    rows: list[dict[str, Any]] = []
+    exchanges: list[dict[str, Any]] = []
+    same_signature: dict[Any, bool] = {}  # by program version: whole turns may be shown with their steps
+    for t in picked:
+        version = t.record.get("program")
+        if version not in same_signature:
+            program = log.programs.get(str(version)) or {}
+            same_signature[version] = signature is not None and program.get("signature") == signature
+        inputs, outputs, gone = t.inputs, t.outputs, without.get(t.id, [])
+        row = {**inputs, **outputs}
+        rows.append({k: v for k, v in row.items() if k not in gone} if gone else row)
+        entry, exchange = _entry(t, inputs, outputs, gone, same_signature[version], kept_fields)
+        if entry is not None:
+            saw.append(entry)
+            exchanges.append(exchange)
+    return saw, rows, exchanges
+
+
+def _kept_fields(fields: Sequence[Mapping[str, Any]]) -> tuple[set[str], set[str]]:
+    """The inputs and outputs a turn shown by its values keeps: the program's plain ones (and reasoning)."""
+    inputs = {f["name"] for f in fields if f.get("direction") == "input" and f.get("purpose") == "plain"}
+    outputs = {
+        f["name"]
+        for f in fields
+        if f.get("direction") == "output" and f.get("purpose", "plain") in ("plain", "reasoning")
+    }
+    return inputs, outputs
+
+
+def _entry(
+    t: Turn,
+    inputs: dict[str, Any],
+    outputs: dict[str, Any],
+    gone: list[str],
+    same_signature: bool,
+    kept_fields: tuple[set[str], set[str]],
+) -> tuple[Record | None, dict[str, Any]]:
+    """One shown turn's saw entry (None: not shown) and the exchange a prompt shows of it."""
+    ended = t.ended or {}
+    if gone:
+        inputs = {k: v for k, v in inputs.items() if k not in gone}
+        outputs = {k: v for k, v in outputs.items() if k not in gone}
+    exchange: dict[str, Any] = {"inputs": inputs, "outputs": outputs}
+    kept_inputs, kept_outputs = kept_fields
+    if same_signature and not gone and isinstance(ended.get("lmcc"), dict):
+        steps = ended["lmcc"].get("steps")
+        if isinstance(steps, list) and any(isinstance(s, Mapping) and s.get("kind") == "tool" for s in steps):
+            # a turn that called tools is shown with its calls and their results, as functai shows it
+            answer = {k: v for k, v in outputs.items() if k in kept_outputs}
+            exchange = {"inputs": inputs, "outputs": answer, "steps": [dict(s) for s in steps]}
+        return ({"call": t.id, "steps": True} if steps else {"call": t.id}), exchange
+    # Shown by its values: only the fields the current program has.
+    kept = {k: v for k, v in inputs.items() if k in kept_inputs}
+    kept_out = {k: v for k, v in outputs.items() if k in kept_outputs}
+    if not kept_out:
+        return None, exchange
+    entry: Record = {"call": t.id}
+    dropped = (set(inputs) | set(outputs)) - (set(kept) | set(kept_out))
+    names = sorted(dropped | set(gone))
+    if names:
+        entry["without"] = names
+    return entry, {"inputs": kept, "outputs": kept_out}

@@ -1,0 +1,261 @@
+"""Programs with code (functai 1.2.0's modules) and the AI functions their code calls (helpers).
+
+A program with code is a Python function whose body is the turn: it calls helpers (typed AI
+functions, `AIFunction`) and ordinary code. Its `program` record is a module's (format-1.md 2.2:
+`program_kind` `module`, no `signature`), its fields its interface's, all `plain`, exactly as functai
+derives them, so either engine continues the other's conversation. What runs a turn's body sets the
+turn it runs in (`TurnCalls`): a helper called in that body asks its model there, and `earlier()`
+reads the conversation so far there. Nothing here runs a model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import textwrap
+import types
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
+from functools import cached_property
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, cast
+
+from core.errors import ErrorCode, ThreadlineError
+from core.models import HelperMemory
+from store.records import FORMAT, Record
+
+from .program import Program, _input_type, kept_fields
+from .shape import hash_json, type_hints
+
+__all__ = [
+    "AIFunction",
+    "CodeProgram",
+    "TurnCalls",
+    "earlier",
+    "refuse",
+    "remember",
+    "running",
+]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def remember(mode: str = "conversation", *, steps: bool = False) -> HelperMemory:
+    """What a helper of a program with code remembers: `"conversation"` (its own earlier calls on the
+    branch, in earlier turns and this one) or `"turn"` (its earlier calls in this turn); `steps`: with
+    their tool calls and results. For `remembers={helper: ...}`."""
+    if mode not in ("conversation", "turn"):
+        raise ThreadlineError(ErrorCode.INVALID_REQUEST, f"a helper remembers 'conversation' or 'turn', not {mode!r}")
+    return HelperMemory(mode=mode, steps=steps)
+
+
+class TurnCalls(Protocol):
+    """The turn a program's body runs in, as its code reaches it."""
+
+    def ask(self, helper: Program, inputs: dict[str, Any]) -> Any:
+        """Ask `helper` with `inputs`: its answer (awaitable on the turn's event loop: an async body)."""
+        ...
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The conversation so far, one row per earlier turn shown."""
+        ...
+
+    def nested(self, program: str, store: str, conversation: str) -> None:
+        """Refuse `conversation-nested` unless the turn may use that conversation inside it."""
+        ...
+
+
+_RUNNING: ContextVar[TurnCalls | None] = ContextVar("threadline_code_turn", default=None)
+
+
+def running() -> TurnCalls | None:
+    """The turn a program's body runs in now, or None."""
+    return _RUNNING.get()
+
+
+@contextlib.contextmanager
+def running_in(calls: TurnCalls) -> Iterator[None]:
+    """Run the code inside as the body of `calls`' turn (a thread started inside inherits it)."""
+    token = _RUNNING.set(calls)
+    try:
+        yield
+    finally:
+        _RUNNING.reset(token)
+
+
+def earlier() -> list[dict[str, Any]]:
+    """The conversation so far, as data: inside a program's turn, one row per earlier turn it is shown
+    (its inputs and outputs by name, without the fields the context rule leaves out); `[]` outside."""
+    calls = _RUNNING.get()
+    return calls.rows() if calls is not None else []
+
+
+@dataclasses.dataclass(frozen=True)
+class AIFunction(Program, Generic[P, R]):
+    """A typed AI function: the model answers for it. Called inside a program's turn, it asks the turn's
+    model (through the worker's providers, recorded in the conversation) and returns its typed answer;
+    in an async program, `await helper.acall(...)` (or `await helper(...)`).
+    """
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return cast(R, _turn(self).ask(self, self.given(args, kwargs)))
+
+    async def acall(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """The answer, in an async program's code."""
+        return cast(R, await _turn(self).ask(self, self.given(args, kwargs)))
+
+    def given(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The inputs of a call by name (positional ones in the order of the inputs)."""
+        names = [name for name, _ in self.inputs]
+        if len(args) > len(names):
+            raise ThreadlineError(ErrorCode.INPUTS_INVALID, f"{self.name} takes {len(names)} input(s)")
+        twice = sorted(set(names[: len(args)]) & set(kwargs))
+        if twice:
+            raise ThreadlineError(ErrorCode.INPUTS_INVALID, f"{self.name}: two values for {twice[0]!r}")
+        return {**dict(zip(names, args, strict=False)), **kwargs}
+
+
+def _turn(helper: Program) -> TurnCalls:
+    calls = _RUNNING.get()
+    if calls is None:
+        message = f"{helper.name} answers inside a program's turn on a worker; call it from a program's code"
+        raise ThreadlineError(ErrorCode.TURN_STATE, message)
+    return calls
+
+
+@dataclasses.dataclass(frozen=True)
+class CodeProgram(Program):
+    """A program whose body runs as the turn (functai's module): its code calls helpers and returns the
+    answer. `opaque` names the fields with no type (a conversation refuses them: `conversation-opaque`)."""
+
+    body: Callable[..., Any] | None = None
+    opaque: tuple[str, ...] = ()
+
+    kind = "module"
+
+    @classmethod
+    def from_code(
+        cls, fn: Callable[..., Any], *, module: str | None = None, log_content: Mapping[str, bool] | None = None
+    ) -> CodeProgram:
+        """Read a function with a body as functai's `@module` reads it: its parameters the inputs (no
+        annotation, `Any` or `object`: opaque), its return type the `result` output."""
+        hints = type_hints(fn, extras=True)
+        params = inspect.signature(fn).parameters
+        odd = [n for n, p in params.items() if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        if odd:
+            message = f"program {fn.__name__!r}: its inputs are given by name; {odd[0]!r} cannot be"
+            raise ThreadlineError(ErrorCode.PROGRAM_INVALID, message)
+        opaque = [n for n in params if _untyped(hints.get(n))] + ["result"] * _untyped(hints.get("return"))
+        inputs = tuple((n, Any if n in opaque else _input_type(p, hints[n])) for n, p in params.items())
+        output = Any if "result" in opaque else hints["return"]
+        defaults = tuple((n, p.default) for n, p in params.items() if p.default is not p.empty)
+        doc = inspect.cleandoc(fn.__doc__ or "")
+        where = module or fn.__module__
+        return cls(
+            fn.__name__,
+            doc,
+            inputs,
+            (("result", output),),
+            where,
+            defaults,
+            log_content=kept_fields(log_content),
+            body=fn,
+            opaque=tuple(opaque),
+        )
+
+    @cached_property
+    def version(self) -> str:
+        """Threadline's own key for this program: its fields and its code."""
+        code = hash_json(_source(self.body)) if self.body is not None else None
+        return hash_json({"threadline_program": 1, "kind": "module", "name": self.name, "code": code, **self._facts})
+
+    @property
+    def _facts(self) -> dict[str, Any]:
+        return {"fields": self.field_records(), "helpers": {n: h.version for n, h in sorted(self.helpers.items())}}
+
+    @cached_property
+    def helpers(self) -> dict[str, Program]:
+        """The AI functions its code reaches by name (in its globals or closure), by their names."""
+        if self.body is None:
+            return {}
+        found: dict[str, Program] = {}
+        space = {**getattr(self.body, "__globals__", {}), **_closure(self.body)}
+        for name in _names(getattr(self.body, "__code__", None)):
+            value = space.get(name)
+            if isinstance(value, AIFunction):
+                found[value.name] = value
+        return found
+
+    def record(self, at: str) -> dict[str, Any]:
+        """The `program` record of a module: no `signature` (format-1.md 2.2)."""
+        head = {"functai_conversation": FORMAT, "kind": "program", "at": at, "version": self.version, "name": self.name}
+        body = {"program_kind": "module", "module": self.module, "interface": self.interface}
+        return {**head, **body, "fields": self.field_records(), "answer": self.answer}
+
+
+def _untyped(hint: Any) -> bool:
+    return hint is None or hint is Any or hint is object
+
+
+def _closure(fn: Callable[..., Any]) -> dict[str, Any]:
+    code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None) or ()
+    names = code.co_freevars if code is not None else ()
+    out = {}
+    for name, cell in zip(names, cells, strict=False):
+        with contextlib.suppress(ValueError):  # an empty cell: a name not bound yet
+            out[name] = cell.cell_contents
+    return out
+
+
+def _names(code: types.CodeType | None) -> Iterator[str]:
+    """Every global and free name a code object (and the code nested in it) uses."""
+    stack = [code] if code is not None else []
+    while stack:
+        at = stack.pop()
+        yield from at.co_names
+        yield from at.co_freevars
+        stack.extend(c for c in at.co_consts if isinstance(c, types.CodeType))
+
+
+def _source(fn: Callable[..., Any]) -> str:
+    try:
+        return textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        return fn.__qualname__  # defined where no source is kept (exec)
+
+
+def refuse(program: Program, *, remembers: Mapping[str, HelperMemory], persistent: bool = True) -> None:
+    """Refuse a conversation that cannot keep `program`'s turns, before anything is recorded.
+
+    Raises:
+        ThreadlineError: `conversation-opaque` (a field with no type), `conversation-content` (its
+            `log_content` keeps a field out of every record, and the store keeps records), or
+            `invalid-request` (`remembers` names a helper its code does not call, or it has no code).
+    """
+    opaque = getattr(program, "opaque", ())
+    if opaque:
+        message = f"{program.name}: {', '.join(opaque)} may hold values with no JSON form; give it a type"
+        raise ThreadlineError(ErrorCode.CONVERSATION_OPAQUE, message, fields=list(opaque))
+    if program.dropped and persistent:
+        message = f"{program.name}: log_content keeps {', '.join(program.dropped)} out of every record, which a"
+        message += " conversation must keep; let the record log keep those fields"
+        raise ThreadlineError(ErrorCode.CONVERSATION_CONTENT, message, fields=program.dropped)
+    helpers = program.helpers if isinstance(program, CodeProgram) else {}
+    for name, memory in remembers.items():
+        if memory.mode != "own" and name not in helpers:
+            known = ", ".join(sorted(helpers)) or "none"
+            message = f"remembers names {name!r}, which {program.name} does not call (its AI functions: {known})"
+            raise ThreadlineError(ErrorCode.INVALID_REQUEST, message)
+
+
+def remembered(remembers: Mapping[str, HelperMemory], helper: str) -> HelperMemory | None:
+    """The memory `remembers` gives the helper named `helper` (None: it remembers nothing)."""
+    found = remembers.get(helper)
+    return found if found is not None and found.mode != "own" else None
+
+
+def call_identity(helper: Program) -> Record:
+    """The `program` of a helper's `call` record: how later calls find it (name and module) and show it
+    (whole with the same `signature`)."""
+    return {"name": helper.name, "module": helper.module, "signature": helper.signature}

@@ -1,0 +1,1 @@
+"""Guided flows: the engine, its activities, the workflow, timers, recovery, the shell."""

@@ -1,0 +1,114 @@
+"""Guided flows in the conversation workflow, through the Python API on a real dev server: what it
+counts (a query and search attributes), a flow carried across continue-as-new, stops, refusals, a
+send that names its own place, and a history that replays."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+from temporalio.worker import Replayer, Worker
+
+from core.errors import ThreadlineError
+from core.models import FlowStatus
+from core.temporal import workflow_id
+from store.backends.folder import FolderStore
+from threadline.client import Threadline
+from workflows.attributes import FLOW_KEY, FLOW_STATE_KEY
+from workflows.conversation import ConversationWorkflow
+
+
+async def test_the_workflow_counts_starts_ends_and_invalid_answers(
+    tl: Threadline, worker: Worker, client: Client, cid: str
+) -> None:
+    """The `flows` query counts what the article asks to monitor; the search attributes show the latest flow."""
+    chat = tl.conversation("chat", id=cid)
+    await chat.start_flow("order")
+    for text in ("A pie.", "lots", "none", "2"):
+        await chat.message(text)
+    await chat.start_flow("order")  # replaces the active one: abandoned `replaced`
+
+    handle = client.get_workflow_handle(workflow_id("default", cid))
+    status = await handle.query("flows", result_type=FlowStatus)
+    attributes = (await handle.describe()).typed_search_attributes
+
+    count = status.counts["order"]
+    assert (2, 0, 1, {"quantity": 2}) == (count.started, count.completed, count.abandoned, count.invalid)
+    assert ("active", "greeting") == (status.current.state, status.current.step)
+    assert ("order", "active") == (attributes.get(FLOW_KEY), attributes.get(FLOW_STATE_KEY))
+
+
+async def test_a_flow_goes_on_across_continue_as_new(tl: Threadline, worker: Worker, client: Client, cid: str) -> None:
+    """Invalid answers until the run continues as new: the new run reads the flow back from the log and
+    takes the next answer at the same step, with the counts it had."""
+    chat = tl.conversation("chat", id=cid)
+    await chat.start_flow("order")
+    await chat.message("A pie.")
+    handle = client.get_workflow_handle(workflow_id("default", cid))
+    first = (await handle.describe()).run_id
+    tries = 0
+    while (await handle.describe()).run_id == first:
+        assert "Please enter a valid number." == (await chat.message("lots")).response
+        tries += 1
+        assert tries < 60, "the run never continued as new"
+
+    after = await chat.message("4")
+    status = await handle.query("flows", result_type=FlowStatus)
+
+    assert "What e-mail address should the confirmation go to?" == after.response
+    assert {"quantity": tries} == status.counts["order"].invalid
+
+
+async def test_a_stopped_flow_lets_messages_go_to_the_program(tl: Threadline, worker: Worker, cid: str) -> None:
+    """`stop_flow` abandons the flow (`stopped`); the next message is an ordinary turn."""
+    chat = tl.conversation("chat", id=cid)
+    await chat.start_flow("order")
+
+    await chat.stop_flow()
+    reply = await chat.message("Hello?")
+    view = await chat.flow()
+
+    assert (False, "abandoned") == (reply.in_flow, view.state)
+    assert str(reply.response).startswith("(offline) You said: Hello?")
+
+
+async def test_an_unknown_flow_is_refused_and_records_nothing(
+    tl: Threadline, worker: Worker, folder: Path, cid: str
+) -> None:
+    """Starting a flow the worker does not have raises `flow-unknown`; the conversation's log stays empty."""
+    chat = tl.conversation("chat", id=cid)
+
+    with pytest.raises(ThreadlineError) as caught:
+        await chat.start_flow("nope")
+
+    assert "flow-unknown" == caught.value.code
+    assert [] == FolderStore(folder).read(cid)
+
+
+async def test_a_send_that_names_its_place_is_never_a_flows_answer(tl: Threadline, worker: Worker, cid: str) -> None:
+    """`continue_from` places a turn where the caller says: the active flow does not take it."""
+    chat = tl.conversation("chat", id=cid)
+    first = await chat.start_flow("order")
+
+    beside = await chat.continue_from(first.turn).predict("Not an answer.")
+    view = await chat.flow()
+
+    assert ("offline", first.turn) == (beside.model, beside.parent)
+    assert ("active", "greeting") == (view.state, view.step)
+
+
+async def test_a_flow_conversation_history_replays(tl: Threadline, worker: Worker, client: Client, cid: str) -> None:
+    """Setup, an import, a flow with an invalid answer, a stop and a free turn, replayed from history."""
+    chat = tl.conversation("chat", id=cid)
+    await chat.setup("Be brief.", metadata={"n": 1})
+    await chat.add_messages([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}])
+    await chat.start_flow("order")
+    for text in ("Soup.", "many", "2"):
+        await chat.message(text)
+    await chat.stop_flow()
+    await chat.message("Thanks")
+
+    history = await client.get_workflow_handle(workflow_id("default", cid)).fetch_history()
+
+    await Replayer(workflows=[ConversationWorkflow], data_converter=client.data_converter).replay_workflow(history)

@@ -1,0 +1,1 @@
+"""The call log and learning from it: ratings, rated rows, splits, merges, evaluations."""

@@ -1,0 +1,1 @@
+"""Programs: descriptions against functai, tools, turns that act, programs with code."""

@@ -1,0 +1,1 @@
+"""Model providers over real HTTP on loopback, and the offline model."""

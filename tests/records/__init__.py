@@ -1,0 +1,1 @@
+"""The record log: every store's contract, the log's rules, reading, streams, identities, copies."""

@@ -1,0 +1,1 @@
+"""What the tests share: kits, fake providers, programs and flows a worker loads, processes to kill."""

@@ -1,0 +1,1 @@
+"""The conversation workflow end to end: turns, recovery, replay, context, the converter."""
