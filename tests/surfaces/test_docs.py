@@ -259,7 +259,8 @@ def scale_sizes() -> dict[str, str]:
 
 def pg_bin_default() -> str:
     """The folder tests/support/pg_kit.py takes PostgreSQL's programs from when THREADLINE_PG_BIN is unset."""
-    found = re.search(r'"THREADLINE_PG_BIN", "([^"]+)"', (ROOT / "tests" / "support" / "pg_kit.py").read_text(encoding="utf-8"))
+    kit = (ROOT / "tests" / "support" / "pg_kit.py").read_text(encoding="utf-8")
+    found = re.search(r'"THREADLINE_PG_BIN", "([^"]+)"', kit)
     return found[1] if found else ""
 
 
