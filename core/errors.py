@@ -55,6 +55,7 @@ class ErrorCode(StrEnum):
     TURN_WAITING = "turn-waiting"
     CANCELLED = "cancelled"
     STEP_LIMIT = "step-limit"
+    PAYLOAD_KEY_UNKNOWN = "payload-key-unknown"
     INTERNAL = "internal"
 
     @classmethod

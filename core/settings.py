@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from .encryption import EncryptionKeys
 from .errors import ErrorCode, ThreadlineError
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
@@ -142,6 +143,9 @@ class Settings:
     call_logs: dict[str, Path] = field(default_factory=dict)
     """`THREADLINE_CALL_LOGS=name=folder,...`: where a store's call log is kept (functai's `log_calls`
     folder); a store not named keeps it beside its conversations, in `<store folder>/calls`."""
+    encryption: EncryptionKeys | None = None
+    """`THREADLINE_ENCRYPTION_KEYS=id=<base64>,...` and `THREADLINE_ENCRYPTION_KEYS_FILE`: payloads are
+    sealed (AES-256-GCM) before they reach Temporal, under the first key; every key listed decrypts."""
     workflow_cache: int = DEFAULT_WORKFLOW_CACHE
     """`THREADLINE_WORKFLOW_CACHE`: how many conversations a worker keeps in memory between turns (least
     recently used go; an evicted one replays its current run at its next turn); 0 keeps none."""
@@ -166,6 +170,7 @@ class Settings:
             attributes_every_s=_float(env, "THREADLINE_ATTRIBUTES_EVERY_S", 10.0),
             call_logs=_folders("THREADLINE_CALL_LOGS", env.get("THREADLINE_CALL_LOGS", "")),
             workflow_cache=_count(env, "THREADLINE_WORKFLOW_CACHE", DEFAULT_WORKFLOW_CACHE),
+            encryption=EncryptionKeys.from_env(env),
         )
 
     def payloads_spec(self) -> StoreSpec:

@@ -29,6 +29,7 @@ from temporalio.converter import (
 from temporalio.exceptions import ActivityError, ApplicationError, ApplicationErrorCategory, CancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
+from .encryption import Chain, Encryption, EncryptionKeys
 from .errors import ErrorCode, ThreadlineError, is_code
 from .settings import Settings
 
@@ -77,7 +78,7 @@ def workflow_id(store: str, conversation: str) -> str:
 async def connect_temporal(settings: Settings, blobs: Blobs | None = None) -> Client:
     """A client of `settings.address` with the data converter every Threadline process shares
     (with `blobs`, the claim check: large payloads are kept there, not in history)."""
-    converter = data_converter(blobs)
+    converter = data_converter(blobs, settings.encryption)
     try:
         return await Client.connect(settings.address, namespace=settings.namespace, data_converter=converter)
     except RuntimeError as err:
@@ -203,9 +204,13 @@ class ClaimCheck(PayloadCodec):
         return out
 
 
-def data_converter(blobs: Blobs | None) -> DataConverter:
-    """The converter of every client, worker and replayer: pydantic, and the claim check when a
-    payload store is given."""
-    if blobs is None:
+def data_converter(blobs: Blobs | None, keys: EncryptionKeys | None = None) -> DataConverter:
+    """The converter of every client, worker and replayer: pydantic, then encryption when `keys` are
+    given, then the claim check when a payload store is given (so what it keeps is sealed too)."""
+    codecs: list[PayloadCodec] = [
+        *([Encryption(keys)] if keys is not None else []),
+        *([ClaimCheck(blobs)] if blobs else []),
+    ]
+    if not codecs:
         return DATA_CONVERTER
-    return dataclasses.replace(DATA_CONVERTER, payload_codec=ClaimCheck(blobs))
+    return dataclasses.replace(DATA_CONVERTER, payload_codec=codecs[0] if len(codecs) == 1 else Chain(codecs))

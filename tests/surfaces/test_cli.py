@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
@@ -408,7 +409,7 @@ async def test_dev_server_only_answers_and_stops_on_sigterm(tmp_path: Path) -> N
     began = time.monotonic()
 
     async with dev_process(
-        env, tmp_path / "dev.log", "--server-only", "--port", str(port), "--ui-port", str(ui_port)
+        env, tmp_path / "dev.log", "--server-only", "--port", str(port), "--ui-port", str(ui_port), "--codec-port", "0"
     ) as dev:
         lines = await read_until(dev, "Press Ctrl-C")
         ready_s = time.monotonic() - began
@@ -419,20 +420,31 @@ async def test_dev_server_only_answers_and_stops_on_sigterm(tmp_path: Path) -> N
 
     print(f"dev --server-only: ready in {ready_s:.2f} s, stopped in {time.monotonic() - stopping:.2f} s")
     assert f"Temporal UI: http://127.0.0.1:{ui_port}" in lines
+    assert "Codec:       off" in lines
     assert system.server_version
     assert 0 == status, (tmp_path / "dev.log").read_text()
 
 
 async def test_dev_demo_holds_a_conversation_and_stops_on_sigterm(tmp_path: Path) -> None:
-    """`dev --demo` answers three questions, links the UI page, and exits 0 on SIGTERM."""
-    port, ui_port = free_port(), free_port()
+    """`dev --demo` answers three questions, links the UI page, serves the codec routes its UI reads
+    payloads through (a browser on the UI's page may call them), and exits 0 on SIGTERM."""
+    port, ui_port, codec_port = free_port(), free_port(), free_port()
     env = clean_env(data=str(tmp_path / "data"))
     began = time.monotonic()
+    ports = ("--port", str(port), "--ui-port", str(ui_port), "--codec-port", str(codec_port))
+    preflight = {
+        "Origin": f"http://127.0.0.1:{ui_port}",
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type,x-namespace",
+    }
 
-    async with dev_process(env, tmp_path / "dev.log", "--demo", "--port", str(port), "--ui-port", str(ui_port)) as dev:
+    async with dev_process(env, tmp_path / "dev.log", "--demo", *ports) as dev:
         answers = await read_until(dev, "tutor: ", count=3)
         demo_s = time.monotonic() - began
         link = await read_until(dev, "See it in the Temporal UI")
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{codec_port}/v1/codec") as codec:
+            allowed = await codec.options("/decode", headers=preflight)
+            decoded = await codec.post("/decode", json={"payloads": []})
         status = await terminate(dev)
 
     print(f"dev --demo: last answer after {demo_s:.2f} s")
@@ -440,6 +452,9 @@ async def test_dev_demo_holds_a_conversation_and_stops_on_sigterm(tmp_path: Path
     demo = link[-1].rsplit("%2F", 1)[-1]
     expected = f"See it in the Temporal UI: http://127.0.0.1:{ui_port}/namespaces/default/workflows/conversation%2Fdefault%2F{demo}"
     assert expected == link[-1]
+    assert f"Codec:       http://127.0.0.1:{codec_port}/v1/codec" in answers
+    assert (200, f"http://127.0.0.1:{ui_port}") == (allowed.status_code, allowed.headers["access-control-allow-origin"])
+    assert (200, {}) == (decoded.status_code, decoded.json())
     assert 0 == status, (tmp_path / "dev.log").read_text()
     assert (tmp_path / "data" / "store" / "conversations" / f"{demo}.jsonl").is_file()
 

@@ -24,6 +24,8 @@ from .common import Subcommands
 from .output import Output
 
 DEMO_QUESTIONS = ("Hi, I'm Alex.", "What is 1/2 + 1/3?", "Is it 2/5?")
+CODEC_PORT = 8234
+"""Where `threadline dev` and `threadline codec` serve the codec routes (beside the dev UI's 8233)."""
 WORKER_GRACE_WITHOUT_SERVER_S = 3.0
 """How long `dev` lets its worker stop once the server died (it cannot say goodbye to a dead server)."""
 
@@ -39,6 +41,12 @@ def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None
     )
     dev.add_argument("--port", type=int, default=7233, help="the Temporal frontend's port (default 7233)")
     dev.add_argument("--ui-port", type=int, default=8233, help="the web UI's port; 0 for none (default 8233)")
+    dev.add_argument(
+        "--codec-port",
+        type=int,
+        default=CODEC_PORT,
+        help=f"the codec server's port; the UI shows payloads in clear through it; 0 for none (default {CODEC_PORT})",
+    )
     dev.add_argument("--server-only", action="store_true", help="run the server without a worker")
     dev.add_argument("--demo", action="store_true", help="hold a short conversation with the offline model")
     dev.set_defaults(run=run_dev)
@@ -57,15 +65,31 @@ def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None
     serve.add_argument("--port", type=int, default=8000, help="the port to listen on (default 8000)")
     serve.set_defaults(run=run_serve)
 
+    codec = commands.add_parser(
+        "codec",
+        parents=[common],
+        help="serve Temporal's codec-server protocol",
+        description="Serve POST /v1/codec/encode and /v1/codec/decode, so the Temporal UI (its codec endpoint), "
+        "`temporal workflow show --codec-endpoint` and other SDKs read Threadline's payloads: large ones kept by "
+        "the claim check (THREADLINE_PAYLOADS) and sealed ones (THREADLINE_ENCRYPTION_KEYS). Keys come from "
+        "THREADLINE_API_KEYS; browsers may call it from THREADLINE_CORS_ORIGINS.",
+    )
+    codec.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
+    codec.add_argument("--port", type=int, default=CODEC_PORT, help=f"the port to listen on (default {CODEC_PORT})")
+    codec.set_defaults(run=run_codec)
+
 
 async def run_dev(args: argparse.Namespace, out: Output) -> int:
     """Run a dev server and, unless `--server-only`, a worker (and the demo) until SIGINT or SIGTERM."""
     settings = Settings.from_env()
     stop = asyncio.Event()
     _trap_signals(stop)
-    async with DevServer(settings.data / "temporal", port=args.port, ui_port=args.ui_port) as server:
+    codec_url = f"http://127.0.0.1:{args.codec_port}/v1/codec" if args.codec_port and args.ui_port else None
+    extra = ["--ui-codec-endpoint", codec_url] if codec_url else []
+    async with DevServer(settings.data / "temporal", port=args.port, ui_port=args.ui_port, extra_args=extra) as server:
         settings = dataclasses.replace(settings, address=server.address)
-        out.emit(*_ready(server, settings, serving=not args.server_only))
+        codec = _codec(settings, server, args.codec_port) if codec_url else None
+        out.emit(*_ready(server, settings, serving=not args.server_only, codec=codec_url))
         died = asyncio.create_task(_on_exit(server, stop))
         serving = asyncio.create_task(
             stop.wait() if args.server_only else _serve_with_worker(settings, server, args.demo, stop, out)
@@ -79,6 +103,33 @@ async def run_dev(args: argparse.Namespace, out: Output) -> int:
         finally:
             await _cancel(died)
             await _cancel(serving)
+            await _stop_codec(codec)
+    return 0
+
+
+def _codec(settings: Settings, server: DevServer, port: int) -> tuple[Any, asyncio.Task[None]]:
+    """The dev codec server, readable from the dev UI's page (both spellings of loopback)."""
+    from threadline.http import codec_server
+
+    ui = server.ui_url or ""
+    origins = [ui, ui.replace("127.0.0.1", "localhost")]
+    codec = codec_server(settings, "127.0.0.1", port, origins=origins, embedded=True)
+    return codec, asyncio.create_task(codec.serve())
+
+
+async def _stop_codec(codec: tuple[Any, asyncio.Task[None]] | None) -> None:
+    if codec is not None:
+        codec[0].should_exit = True
+        await asyncio.wait({codec[1]}, timeout=5)
+
+
+async def run_codec(args: argparse.Namespace, out: Output) -> int:
+    """Serve the codec routes until SIGINT or SIGTERM."""
+    from threadline.http import codec_server
+
+    endpoint = f"http://{args.host}:{args.port}/v1/codec"
+    out.emit({"codec_endpoint": endpoint}, f"Codec endpoint: {endpoint}; press Ctrl-C to stop.")
+    await codec_server(Settings.from_env(), args.host, args.port).serve()
     return 0
 
 
@@ -126,10 +177,11 @@ async def run_serve(args: argparse.Namespace, out: Output) -> int:
     return 0
 
 
-def _ready(server: DevServer, settings: Settings, *, serving: bool) -> tuple[dict[str, Any], str]:
+def _ready(server: DevServer, settings: Settings, *, serving: bool, codec: str | None) -> tuple[dict[str, Any], str]:
     queue = settings.task_queue if serving else None
     data = {"address": server.address, "ui_url": server.ui_url, "task_queue": queue, "data": str(settings.data)}
-    rows = [("Temporal:", server.address), ("Temporal UI:", server.ui_url or "off")]
+    data["codec_endpoint"] = codec
+    rows = [("Temporal:", server.address), ("Temporal UI:", server.ui_url or "off"), ("Codec:", codec or "off")]
     rows += [("Worker:", f"task queue {queue}" if queue else "off (--server-only)"), ("Data:", str(settings.data))]
     return data, output.fields(rows, gap=1) + "\nPress Ctrl-C to stop."
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .app import ServiceSettings, create_app, serve
+from .app import ServiceSettings, codec_server, create_app, create_codec_app, serve
 from .middleware import STATUS, APIKey
 
-__all__ = ["STATUS", "APIKey", "ServiceSettings", "create_app", "serve"]
+__all__ = ["STATUS", "APIKey", "ServiceSettings", "codec_server", "create_app", "create_codec_app", "serve"]

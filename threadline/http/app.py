@@ -8,8 +8,9 @@ Every error is `{"error": {"code", "message"}}`, its status taken from `STATUS`.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings
 from threadline.client import Threadline, connect
 
-from . import article
+from . import article, codec
 from .learning import router as learning_router
 from .middleware import STATUS, APIKey, Auth, BodyLimit, RequestLog, on_error, on_http_error
 from .records import router as records
@@ -94,7 +95,8 @@ def _key_lines(path: Path) -> list[str]:
 
 _CORS: dict[str, Any] = {
     "allow_methods": ["GET", "POST", "DELETE"],
-    "allow_headers": ["Authorization", "Content-Type", "Last-Event-ID", "X-Request-ID"],
+    # X-Namespace: the Temporal UI names its namespace on every codec request.
+    "allow_headers": ["Authorization", "Content-Type", "Last-Event-ID", "X-Request-ID", "X-Namespace"],
     "expose_headers": ["X-Request-ID", "Location"],
 }
 
@@ -132,15 +134,30 @@ def create_app(
     app.include_router(article.router)
     app.include_router(acting)
     app.include_router(probes)
+    codec.install(app, tl.settings)
+    return guarded(app, app.state.config)
+
+
+def guarded(app: FastAPI, config: ServiceSettings) -> FastAPI:
+    """`app` behind the service's edge: coded error answers, the body limit, bearer keys, CORS for the
+    configured origins, and one log line per request."""
     for kind in (ThreadlineError, RequestValidationError, RPCError, WorkflowUpdateFailedError):
         app.add_exception_handler(kind, on_error)
     app.add_exception_handler(HTTPException, on_http_error)
-    app.add_middleware(BodyLimit, limit=max_body_bytes)
-    app.add_middleware(Auth, keys=parsed)
-    if cors_origins:  # outside Auth: browsers send preflight requests without the key
-        app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins), **_CORS)
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    app.add_middleware(Auth, keys=config.keys)
+    if config.cors_origins:  # outside Auth: browsers send preflight requests without the key
+        app.add_middleware(CORSMiddleware, allow_origins=list(config.cors_origins), **_CORS)
     app.add_middleware(RequestLog)  # added last: the outermost, so every answer is logged
     return app
+
+
+def create_codec_app(settings: Settings, config: ServiceSettings) -> FastAPI:
+    """An app that serves only the codec routes (`threadline codec`): no Temporal connection needed."""
+    app = FastAPI(title="Threadline codec", summary="Temporal's codec-server protocol for Threadline's payloads.")
+    app.state.config = config
+    codec.install(app, settings)
+    return guarded(app, config)
 
 
 async def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -> None:
@@ -148,8 +165,34 @@ async def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -
     own = ServiceSettings.from_env()
     tl = await connect(settings)
     app = create_app(tl, keys=own.keys, max_body_bytes=own.max_body_bytes, cors_origins=own.cors_origins)
+    try:
+        await uvicorn.Server(_uvicorn(app, host, port)).serve()
+    finally:
+        await tl.close()
+
+
+class _Embedded(uvicorn.Server):
+    """A server inside another command (`threadline dev`): that command owns the signals and says
+    when to stop (`should_exit`)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def codec_server(
+    settings: Settings, host: str, port: int, *, origins: Sequence[str] = (), embedded: bool = False
+) -> uvicorn.Server:
+    """A server of the codec routes alone, also readable from `origins` (a Temporal UI's)."""
+    own = ServiceSettings.from_env()
+    config = ServiceSettings(own.keys, own.max_body_bytes, tuple(dict.fromkeys([*own.cors_origins, *origins])))
+    kind = _Embedded if embedded else uvicorn.Server
+    return kind(_uvicorn(create_codec_app(settings, config), host, port))
+
+
+def _uvicorn(app: FastAPI, host: str, port: int) -> uvicorn.Config:
     # No access log (RequestLog writes one line per request) and uvicorn's records go through core.logs.
-    config = uvicorn.Config(
+    return uvicorn.Config(
         app,
         host=host,
         port=port,
@@ -158,7 +201,3 @@ async def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -
         ws="none",
         timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
-    try:
-        await uvicorn.Server(config).serve()
-    finally:
-        await tl.close()

@@ -58,6 +58,7 @@ STATUS: dict[str, int] = {
     ErrorCode.STORE_UNKNOWN: 422,
     ErrorCode.TOOL_INPUT_INVALID: 422,
     ErrorCode.RATING_INVALID: 422,
+    ErrorCode.PAYLOAD_KEY_UNKNOWN: 422,
     ErrorCode.METRIC_UNKNOWN: 422,
     ErrorCode.PROVIDER_UNAVAILABLE: 503,
     ErrorCode.SERVER_UNAVAILABLE: 503,
