@@ -10,19 +10,20 @@ from typing import Any
 import structlog
 from temporalio import activity
 
-from core.models import ContextRule, ConversationConfig, PrepareResult, TurnSend
+from core.context import ContextRule
+from core.models import ConversationConfig, PrepareResult, TurnSend
 from store.backends.reader import ConversationLog, now
 from store.log.rules import view_head
 from store.log.state import Log
 from store.log.summary import KIND as SUMMARY
 from store.log.summary import PLUGIN as THREADLINE
-from store.log.summary import SUMMARISER, SummaryRule, due, latest, summariser_inputs, summary_data
+from store.log.summary import SUMMARISER, due, latest, summariser_inputs, summary_data
 from store.log.topics import CLASSIFIER, classified, current_label, topics
 from store.programs.program import Program
 from store.records import entry_record
 
 from .language_model import Providers, build_request, render_values
-from .plan import view_of
+from .plan import rule_of, view_of
 
 logger = structlog.get_logger(__name__)
 
@@ -59,7 +60,7 @@ class Preparer:
         With `record`, the classification is kept in the log before it is used (a send); without,
         nothing is appended (a render, which must leave the log as it found it).
         """
-        rule = send.context or config.context
+        rule = rule_of(config, send)
         result = PrepareResult(continue_from=send.continue_from, root=send.root)
         return await self._topic(rule, send, result, record=record) if rule.topics != "off" else result
 
@@ -69,12 +70,12 @@ class Preparer:
         Done after the answer, not before the next turn: no turn waits for a summary, and the next
         turn on this branch finds it ready (or, if it comes first, the previous one).
         """
-        chosen = (send.context or config.context).summary
+        chosen = rule_of(config, send).summary
         if chosen is None:
             return
         log = await self.conversation.read()
         done = [t for t in log.branch(turn) if t.state(now()) == "done"]
-        previous, fold = due(log, done, SummaryRule(after=chosen.after, keep=chosen.keep), turn)
+        previous, fold = due(log, done, chosen, turn)
         if not fold:
             return
         model = chosen.model or send.lm or config.lm

@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from core.context import ContextRule
 from core.models import ConversationConfig, TurnSend
-from store.log.rules import Rule, Shown, View, shown
+from store.log.rules import Shown, View, shown
 from store.log.state import Log
-from store.log.summary import SummaryRule
 from store.log.turns import Begin, Busy, Existing, TurnRequest, begin_turn
 from store.programs.program import Program
 
@@ -31,16 +31,9 @@ class Plan:
     request: ModelRequest | None = None
 
 
-def rule_of(config: ConversationConfig, send: TurnSend) -> Rule:
-    """The context rule a send is shown under: its own, else the conversation's."""
-    chosen = send.context or config.context
-    return Rule(last=chosen.last, without=tuple(chosen.without), window=chosen.window, max_tokens=chosen.max_tokens)
-
-
-def summary_of(config: ConversationConfig, send: TurnSend) -> SummaryRule | None:
-    """The summary rule a send is shown under, if any."""
-    chosen = (send.context or config.context).summary
-    return SummaryRule(after=chosen.after, keep=chosen.keep) if chosen else None
+def rule_of(config: ConversationConfig, send: TurnSend) -> ContextRule:
+    """The context rule a send is shown under (with its summary rule): its own, else the conversation's."""
+    return send.context or config.context
 
 
 def view_of(send: TurnSend) -> View:
@@ -65,7 +58,6 @@ def turn_request(config: ConversationConfig, send: TurnSend, inputs: Mapping[str
         sends=send.sends or config.sends,
         rule=rule_of(config, send),
         settings=settings,
-        summary=summary_of(config, send),
     )
 
 
@@ -81,7 +73,7 @@ def plan_turn(log: Log, program: Program, request: TurnRequest, *, model: str, n
     return Plan(decided, request_of(program, decided.shown, request.inputs, model=model))
 
 
-def shown_for_run(log: Log, program: Program, turn: str, rule: Rule, *, now: float) -> Shown:
+def shown_for_run(log: Log, program: Program, turn: str, rule: ContextRule, *, now: float) -> Shown:
     """What a placed turn is shown when it runs: what it recorded (`context`), else its rule again.
 
     Equal to what placing it decided: the turns its rule picks are done ancestors, which no

@@ -18,11 +18,12 @@ from typing import Literal
 import structlog
 from temporalio import activity
 
+from core.context import ContextRule
 from core.errors import ErrorCode, ThreadlineError
 from core.models import Ended, Paused, RunInput, RunResult, ToolRound, Yielded
 from store.backends.reader import ConversationLog, now
 from store.backends.streams import Streams, StreamWriting
-from store.log.rules import Rule, Shown
+from store.log.rules import Shown
 from store.log.state import Log, Turn
 from store.log.topics import topic_usage
 from store.log.turns import Answer, claim_records, done_record, failed_record
@@ -55,7 +56,7 @@ class TurnRun:
         conversation: ConversationLog,
         program: Program,
         input: RunInput,
-        rule: Rule,
+        rule: ContextRule,
         streams: Streams | None = None,
     ) -> None:
         self.conversation = conversation

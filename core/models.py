@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .context import ContextRule
 from .errors import ErrorCode, ThreadlineError
 
 Sends = Literal["queue", "refuse", "branch", "interrupt"]
@@ -80,34 +81,6 @@ class Model(BaseModel):
     """Base of the wire models: frozen, unknown fields ignored."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
-
-
-class SummarySettings(Model):
-    """Summarise a branch's older turns once it holds more than `after`, keeping the last `keep` verbatim."""
-
-    after: int = Field(default=20, ge=1)
-    keep: int = Field(default=6, ge=1)
-    model: str | None = None
-    """The model that writes summaries (default: the conversation's)."""
-
-
-class ContextRule(Model):
-    """What a turn is shown of the earlier turns, and how the conversation keeps track of topics.
-
-    `last` (None: every done turn), `window` (the last messages, two per turn) and `max_tokens`
-    (the most recent turns that fit) pick turns, all that are set together; `without` leaves
-    fields out; `summary` replaces older turns with a summary and key facts. `topics` classifies
-    each message: `track` records it, `branch` also moves a new topic onto its own branch and
-    continues a returning topic from its latest turn.
-    """
-
-    last: int | None = Field(default=None, ge=0)
-    without: tuple[str, ...] = ()
-    window: int | None = Field(default=None, ge=0)
-    max_tokens: int | None = Field(default=None, ge=0)
-    summary: SummarySettings | None = None
-    topics: Literal["off", "track", "branch"] = "off"
-    topic_model: str | None = None
 
 
 class HelperMemory(Model):

@@ -19,12 +19,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from core.context import ContextRule
 from core.errors import ThreadlineError
 
 from .backends.base import Store
 from .backends.locate import open_store
 from .backends.memory import MemoryStore
-from .log.rules import Rule, View, parent_for, shown, unfinished, view_head, waiting
+from .log.rules import View, parent_for, shown, unfinished, view_head, waiting
 from .log.state import Log
 from .records import parse_time
 
@@ -57,7 +58,7 @@ def compute(case: dict[str, Any], store: Store | None = None) -> dict[str, Any]:
             fields=program.get("fields") or [],
             signature=program.get("signature"),
             now=now,
-            rule=Rule.from_dict(case.get("rule") or {}),
+            rule=ContextRule.model_validate(case.get("rule") or {}),
         )
         return {"saw": result.saw, "rows": result.rows}
     head = view_head(log, View())

@@ -8,8 +8,9 @@ conversations. Errors are `ThreadlineError` with a stable `code`.
 
 from __future__ import annotations
 
+from core.context import ContextRule
 from core.errors import ErrorCode, ThreadlineError
-from core.models import ContextRule, TurnOutcome
+from core.models import TurnOutcome
 from core.settings import Settings
 from store.calls.metrics import Metric, metric
 from store.flows.manager import Flow, FlowBuilder

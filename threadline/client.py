@@ -34,12 +34,12 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.plan import rule_of
+from core.context import ContextRule
 from core.errors import ErrorCode, ThreadlineError
 from core.models import (
     MAX_REQUEST_ID,
     ApproveRule,
     Begun,
-    ContextRule,
     ConversationConfig,
     RenderResult,
     Sends,

@@ -10,8 +10,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self
 
+from core.context import ContextRule
 from core.errors import ErrorCode, ThreadlineError
-from store.log.rules import Rule, expand
+from store.log.rules import expand, turn_tokens
 from store.log.state import ENDED_STATES, Log
 from store.log.state import Turn as LoggedTurn
 from store.log.summary import latest as latest_summary
@@ -198,13 +199,13 @@ class Page:
         return chosen[-self.limit :] if self.before is not None and self.after is None else chosen[: self.limit]
 
 
-def history(log: Log, tip: str | None, rule: Rule, now: float) -> dict[str, Any]:
+def history(log: Log, tip: str | None, rule: ContextRule, now: float) -> dict[str, Any]:
     """The branch through `tip` as the model sees it: summary, key facts, turns shown verbatim."""
     branch = log.branch(tip)
     done = [t for t in branch if t.state(now) == "done"]
     summary = latest_summary(log, tip) or {}
     covered = set(summary.get("turns") or [])
-    shown = rule.pick([t for t in done if t.id not in covered])
+    shown = rule.pick([t for t in done if t.id not in covered], turn_tokens)
     return {
         "head": tip,
         "branch_turns": len(branch),

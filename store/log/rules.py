@@ -10,6 +10,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from core.context import ContextRule
 from core.errors import ErrorCode, ThreadlineError
 from store.records import Record
 from store.values import copy_value
@@ -152,53 +153,10 @@ def _entry_data(entry: Record) -> dict[str, Any]:
     return {"turn": entry.get("turn"), "data": copy_value(entry.get("data")), "at": entry.get("at")}
 
 
-# ----- what a turn is shown (4.8)
+# ----- what a turn is shown (4.8); the rule that decides it is `core.context.ContextRule`
 
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """A context rule: which done turns of the branch a new turn is shown, and without which fields.
-
-    Format 1's rules are `last` (None: every turn) and `without`. Threadline adds `window` (the
-    last messages, two per turn) and `max_tokens` (the most recent turns that fit, counted from
-    the usage each `ended` record holds, estimated only where it is missing). All that are set
-    apply together: the most restrictive wins.
-    """
-
-    last: int | None = None
-    without: tuple[str, ...] = ()
-    window: int | None = None
-    max_tokens: int | None = None
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Rule:
-        """`{"last": n or None, "without": [names], "window": m, "max_tokens": t}`."""
-
-        def number(key: str) -> int | None:
-            value = data.get(key)
-            return None if value is None else int(value)
-
-        without = tuple(data.get("without") or ())
-        return cls(last=number("last"), without=without, window=number("window"), max_tokens=number("max_tokens"))
-
-    @property
-    def is_format_1(self) -> bool:
-        """Whether functai's own rules say it all (a resume by functai then shows the same)."""
-        return self.window is None and self.max_tokens is None
-
-    def pick(self, done: list[Turn]) -> list[Turn]:
-        """The done turns this rule shows."""
-        picked = done
-        for keep in (self.last, None if self.window is None else self.window // 2):
-            if keep is not None:
-                picked = picked[-keep:] if keep > 0 else []
-        if self.max_tokens is not None:
-            total, start = 0, len(picked)
-            while start > 0 and total + turn_tokens(picked[start - 1]) <= self.max_tokens:
-                start -= 1
-                total += turn_tokens(picked[start])
-            picked = picked[start:]
-        return picked
+EVERY_TURN = ContextRule()
+"""Format 1's default rule: every done turn of the branch, whole."""
 
 
 def turn_tokens(turn: Turn) -> int:
@@ -235,7 +193,7 @@ def shown(
     fields: Sequence[Mapping[str, Any]],
     signature: str | None,
     now: float,
-    rule: Rule = Rule(),
+    rule: ContextRule = EVERY_TURN,
     context: Mapping[str, Any] | None = None,
     covered: Collection[str] = (),
     sections: Sequence[str] = (),
@@ -257,7 +215,7 @@ def shown(
             without = {k: sorted(v) for k, v in (context.get("without") or {}).items()}
             sections = [str(text) for text in context.get("sections") or []]
         else:
-            picked = rule.pick([t for t in done if t.id not in covered] if covered else done)
+            picked = rule.pick([t for t in done if t.id not in covered] if covered else done, turn_tokens)
             without = _without(picked, rule.without)
         if module:
             saw: list[Record] = [{"call": t.id} for t in picked]
@@ -265,7 +223,7 @@ def shown(
         else:
             saw, rows, exchanges = _shown_turns(log, picked, without, fields=fields, signature=signature)
         record = None
-        if context is None and (sections or covered or rule != Rule()):
+        if context is None and (sections or covered or not rule.shows_everything):
             record = {"turns": [t.id for t in picked], "without": without, "sections": list(sections)}
         return Shown(
             turns=[t.id for t in picked],

@@ -11,9 +11,9 @@ the instruction, and each turn records the `context` it was shown.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from core.context import SummaryRule
 from store.programs.program import Program
 
 from .rules import newest_entry
@@ -31,14 +31,6 @@ SUMMARISER = Program.define(
     inputs={"previous_summary": str, "previous_facts": list[str], "turns": str},
     outputs={"facts": list[str], "result": str},
 )
-
-
-@dataclass(frozen=True, slots=True)
-class SummaryRule:
-    """When to summarise: past `after` done turns on the branch, keeping the last `keep` verbatim."""
-
-    after: int = 20
-    keep: int = 6
 
 
 def latest(log: Log, tip: str | None) -> dict[str, Any] | None:

@@ -9,16 +9,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.context import ContextRule
 from core.errors import ErrorCode, ThreadlineError
 from store.programs.program import Program, check_fields
 from store.records import Record, abandoned_record, ended_record, iso, lease_record, stop_record, turn_record, uuid7
 
 from .collected import sections as flow_sections
 from .preamble import sections as setup_sections
-from .rules import Rule, Sends, Shown, View, parent_for, shown, view_head
+from .rules import Sends, Shown, View, parent_for, shown, view_head
 from .state import Log
-from .summary import SummaryRule, section
 from .summary import latest as latest_summary
+from .summary import section
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +55,9 @@ class TurnRequest:
     request_id: str | None = None
     view: View = field(default_factory=View)
     sends: Sends = "queue"
-    rule: Rule = field(default_factory=Rule)
+    rule: ContextRule = field(default_factory=ContextRule)
     settings: Mapping[str, Any] = field(default_factory=dict)
     earlier_without: Sequence[str] = ()
-    summary: SummaryRule | None = None
-    """Show older turns as a summary and key facts (made beforehand by `prepare_turn`)."""
 
 
 def check_program(log: Log, program: Program, turn: str | None, earlier_without: Sequence[str] = ()) -> None:
@@ -84,7 +83,7 @@ def begin_turn(
     parent = decided.parent
     check_program(log, program, parent, request.earlier_without)
     tid = turn_id or uuid7()
-    seen = shown_for(log, program, parent, request.rule, request.summary, now=now)
+    seen = shown_for(log, program, parent, request.rule, now=now)
     records: list[Record] = [stop_record(decided.stops, at=iso(now))] if decided.stops else []
     if program.version not in log.programs:
         records.append(program.record(at=iso(now)))
@@ -111,13 +110,12 @@ def _recorded_setting(name: str, value: Any) -> bool:
     return (name == "lm" and isinstance(value, str)) or (name == "approve" and value is not None)
 
 
-def shown_for(
-    log: Log, program: Program, parent: str | None, rule: Rule, summary: SummaryRule | None, *, now: float
-) -> Shown:
-    """What a new turn after `parent` is shown: the rule over the turns no summary covers, plus the
-    newest summary on the branch and the data of the guided flows completed on it as sections of
-    the instruction, after the conversation's system prompt and metadata (`store.log.preamble`)."""
-    data = latest_summary(log, parent) if summary is not None else None
+def shown_for(log: Log, program: Program, parent: str | None, rule: ContextRule, *, now: float) -> Shown:
+    """What a new turn after `parent` is shown: the rule over the turns no summary covers, plus as
+    sections of the instruction, after the conversation's system prompt and metadata
+    (`store.log.preamble`), the newest summary on the branch (when the rule has a `summary`) and the
+    data of the guided flows completed on it."""
+    data = latest_summary(log, parent) if rule.summary is not None else None
     added = [*setup_sections(log), *([section(data)] if data else []), *flow_sections(log, parent)]
     return shown(
         log,

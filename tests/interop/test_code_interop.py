@@ -22,7 +22,7 @@ import pytest_asyncio
 from temporalio.client import Client
 
 from activities.providers import build_providers
-from core.models import ContextRule
+from core.context import ContextRule
 from core.settings import Settings
 from store.backends.folder import FolderStore
 from store.backends.reader import now

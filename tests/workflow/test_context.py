@@ -14,15 +14,16 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
+from core.context import ContextRule, SummaryRule
 from core.models import ConversationStatus
 from core.settings import Settings
 from core.temporal import workflow_id
 from store.backends.folder import FolderStore
 from store.backends.memory import MemoryStore
 from store.backends.writer import Writer
-from store.log.rules import Rule, shown, turn_tokens
+from store.log.rules import shown, turn_tokens
 from store.log.state import Log
-from store.log.summary import SummaryRule, due
+from store.log.summary import due
 from store.log.turns import Answer, TurnRequest
 from store.programs.program import TUTOR
 from store.records import entry_record
@@ -45,7 +46,7 @@ def conversation(n: int, *, usage: int | None = 10) -> tuple[Log, list[str]]:
     return writer.read(), ids
 
 
-def picked(log: Log, parent: str, rule: Rule) -> list[str]:
+def picked(log: Log, parent: str, rule: ContextRule) -> list[str]:
     fields, signature = TUTOR.field_records(), TUTOR.signature
     return shown(log, parent, fields=fields, signature=signature, now=NOW, rule=rule).turns
 
@@ -53,17 +54,17 @@ def picked(log: Log, parent: str, rule: Rule) -> list[str]:
 @pytest.mark.parametrize(
     ("rule", "count"),
     [
-        (Rule(last=0), 0),
-        (Rule(last=2), 2),
-        (Rule(window=0), 0),
-        (Rule(window=1), 0),
-        (Rule(window=2), 1),
-        (Rule(window=5), 2),
-        (Rule(last=1, window=8), 1),
-        (Rule(), 5),
+        (ContextRule(last=0), 0),
+        (ContextRule(last=2), 2),
+        (ContextRule(window=0), 0),
+        (ContextRule(window=1), 0),
+        (ContextRule(window=2), 1),
+        (ContextRule(window=5), 2),
+        (ContextRule(last=1, window=8), 1),
+        (ContextRule(), 5),
     ],
 )
-def test_turn_count_rules_at_their_boundaries(rule: Rule, count: int) -> None:
+def test_turn_count_rules_at_their_boundaries(rule: ContextRule, count: int) -> None:
     """last n, and a window of messages (two per turn): the most restrictive wins."""
     log, ids = conversation(5)
 
@@ -76,9 +77,9 @@ def test_a_token_budget_takes_the_most_recent_turns_that_fit() -> None:
     log, ids = conversation(4, usage=10)
     cost = turn_tokens(log.turns[ids[-1]])
 
-    assert ids[-2:] == picked(log, ids[-1], Rule(max_tokens=2 * cost))
-    assert ids[-1:] == picked(log, ids[-1], Rule(max_tokens=2 * cost - 1))
-    assert [] == picked(log, ids[-1], Rule(max_tokens=cost - 1))
+    assert ids[-2:] == picked(log, ids[-1], ContextRule(max_tokens=2 * cost))
+    assert ids[-1:] == picked(log, ids[-1], ContextRule(max_tokens=2 * cost - 1))
+    assert [] == picked(log, ids[-1], ContextRule(max_tokens=cost - 1))
 
 
 def test_a_token_budget_estimates_turns_without_usage() -> None:
@@ -86,7 +87,7 @@ def test_a_token_budget_estimates_turns_without_usage() -> None:
     log, ids = conversation(3, usage=None)
 
     assert 3 == turn_tokens(log.turns[ids[0]])  # "m0" and "answer 0": 1 + 2 tokens
-    assert ids[-2:] == picked(log, ids[-1], Rule(max_tokens=8))
+    assert ids[-2:] == picked(log, ids[-1], ContextRule(max_tokens=8))
 
 
 def test_a_rule_beyond_format_1_is_recorded_as_context() -> None:
@@ -94,12 +95,27 @@ def test_a_rule_beyond_format_1_is_recorded_as_context() -> None:
     log, ids = conversation(3)
     fields, signature = TUTOR.field_records(), TUTOR.signature
 
-    chosen = shown(log, ids[-1], fields=fields, signature=signature, now=NOW, rule=Rule(window=2))
+    chosen = shown(log, ids[-1], fields=fields, signature=signature, now=NOW, rule=ContextRule(window=2))
     again = shown(log, ids[-1], fields=fields, signature=signature, now=NOW, context=chosen.context)
 
     assert {"turns": ids[-1:], "without": {}, "sections": []} == chosen.context
     assert chosen.saw == again.saw
     assert None is shown(log, ids[-1], fields=fields, signature=signature, now=NOW).context
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [ContextRule(summary=SummaryRule()), ContextRule(topics="branch", topic_model="x")],
+    ids=["summary", "topics"],
+)
+def test_a_rule_that_picks_every_turn_records_no_context(rule: ContextRule) -> None:
+    """A summary rule with no summary yet, or topic tracking, shows every turn as format 1 does: the
+    turn records no `context`, so functai resumes it by its own rule."""
+    log, ids = conversation(3)
+
+    chosen = shown(log, ids[-1], fields=TUTOR.field_records(), signature=TUTOR.signature, now=NOW, rule=rule)
+
+    assert (ids, None) == (chosen.turns, chosen.context)
 
 
 def test_summaries_start_past_the_threshold_and_extend_in_steps() -> None:

@@ -21,14 +21,13 @@ from activities.language_model import OfflineModel, Providers
 from activities.llm import LLMActivities
 from activities.providers import OpenAIProvider
 from activities.transcript import TranscriptActivities
+from core.context import ContextRule, SummaryRule
 from core.errors import ErrorCode, ThreadlineError
 from core.models import (
     BeginInput,
-    ContextRule,
     ConversationConfig,
     Ended,
     RunInput,
-    SummarySettings,
     TurnError,
     TurnRef,
     TurnSend,
@@ -134,7 +133,7 @@ CASES: list[tuple[str, ErrorCode, Case]] = [
         ErrorCode.PROVIDER_UNCONFIGURED,
         lambda k: k.llm.summarise_branch(
             RunInput(
-                config=k.config(context=ContextRule(summary=SummarySettings(after=1, keep=1, model="anthropic:x"))),
+                config=k.config(context=ContextRule(summary=SummaryRule(after=1, keep=1, model="anthropic:x"))),
                 send=send(),
                 turn=k.done,
             )

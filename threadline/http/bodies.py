@@ -7,11 +7,12 @@ so `/docs` shows it.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
 
-from core.models import ContextRule, Sends
+from core.context import ContextRule
+from core.models import Sends
 
 
 class RequestBody(BaseModel):
@@ -47,15 +48,16 @@ def _check_text(text: str) -> None:
         raise ValueError("text holds a lone surrogate, which is not Unicode text") from None
 
 
-class ContextRequest(ContextRule):
-    """What a turn is shown of the earlier turns (the fields of `ContextRule`); unknown fields are refused."""
+def _known_fields(value: Any) -> Any:
+    """Refuse a context rule with a field it does not have (the rule itself ignores them, for rolling deploys)."""
+    unknown = sorted(set(value) - set(ContextRule.model_fields)) if isinstance(value, dict) else []
+    if unknown:
+        raise ValueError(f"a context rule has no field {', '.join(map(repr, unknown))}")
+    return value
 
-    # Not strict: ContextRule's tuples would then refuse JSON arrays.
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    def to_rule(self) -> ContextRule:
-        """The rule as the conversation workflow takes it (the wire model, which tolerates new fields)."""
-        return ContextRule.model_validate(self.model_dump())
+ContextRequest = Annotated[ContextRule, BeforeValidator(_known_fields)]
+"""What a turn is shown of the earlier turns: `ContextRule` itself, with unknown fields refused."""
 
 
 class CreateConversationRequest(RequestBody):

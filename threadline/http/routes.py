@@ -97,9 +97,8 @@ async def create_conversation(request: Request, body: m.CreateConversationReques
     or recorded until its first turn); with the article's body (`system_prompt`, `metadata`, or no
     `program`: the general `chat`), also record its setup, which every turn is shown."""
     _allow(request, body.store)
-    context = body.context.to_rule() if body.context else None
     chat = _tl(request).conversation(
-        body.program or DEFAULT_PROGRAM, body.id, store=body.store, sends=body.sends, context=context, lm=body.lm
+        body.program or DEFAULT_PROGRAM, body.id, store=body.store, sends=body.sends, context=body.context, lm=body.lm
     )
     created = None
     if body.program is None or body.system_prompt is not None or body.metadata is not None:
@@ -121,9 +120,8 @@ async def create_conversation(request: Request, body: m.CreateConversationReques
 @router.post("/{conversation_id}/turns", status_code=202, responses={200: {"model": TurnOutcome}})
 async def send_turn(chat: Chat, body: m.TurnRequest, response: Response) -> m.Placed | TurnOutcome:
     """Send a turn: 202 once placed (its id known before the model answers), or 200 with its outcome (`wait`)."""
-    context = body.context.to_rule() if body.context else None
     chat = chat.tl.conversation(
-        body.program, chat.id, store=chat.config.store, sends=body.sends, context=context, **_code_settings(body)
+        body.program, chat.id, store=chat.config.store, sends=body.sends, context=body.context, **_code_settings(body)
     )
     target = chat.continue_from(body.continue_from) if body.continue_from else chat
     if body.wait:

@@ -1,0 +1,69 @@
+"""What a new turn is shown of the earlier turns: the context rule and its summary rule.
+
+Each is defined here once and used as it is by every layer: the workflow payloads and HTTP bodies
+carry it, the log's rules (`store.log.rules`, `store.log.summary`) apply it, and the plan of a
+turn (`activities.plan`) chooses it. A new field is one change here; its JSON is the same on the
+wire and in the conformance cases (`{"last": 1, "without": ["message"]}`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+T = TypeVar("T")
+
+
+class SummaryRule(BaseModel):
+    """Summarise a branch's older turns once it holds more than `after`, keeping the last `keep` verbatim."""
+
+    # Tolerant of unknown fields, as every wire model is: a rolling deploy may add some.
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    after: int = Field(default=20, ge=1)
+    keep: int = Field(default=6, ge=1)
+    model: str | None = None
+    """The model that writes summaries (default: the conversation's)."""
+
+
+class ContextRule(BaseModel):
+    """What a turn is shown of the earlier turns, and how the conversation keeps track of topics.
+
+    Format 1's rules are `last` (None: every done turn) and `without` (fields left out). Threadline
+    adds `window` (the last messages, two per turn) and `max_tokens` (the most recent turns that
+    fit, counted from the usage each `ended` record holds, estimated only where it is missing): all
+    that are set apply together, the most restrictive wins. `summary` replaces older turns with a
+    summary and key facts. `topics` classifies each message: `track` records it, `branch` also
+    moves a new topic onto its own branch and continues a returning topic from its latest turn.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    last: int | None = Field(default=None, ge=0)
+    without: tuple[str, ...] = ()
+    window: int | None = Field(default=None, ge=0)
+    max_tokens: int | None = Field(default=None, ge=0)
+    summary: SummaryRule | None = None
+    topics: Literal["off", "track", "branch"] = "off"
+    topic_model: str | None = None
+
+    @property
+    def shows_everything(self) -> bool:
+        """Whether the rule shows every done turn whole (format 1's default rule, which needs no record)."""
+        return self.last is None and not self.without and self.window is None and self.max_tokens is None
+
+    def pick(self, done: Sequence[T], cost: Callable[[T], int]) -> list[T]:
+        """The done turns (oldest first) this rule shows; `cost` is what showing one costs in tokens."""
+        picked = list(done)
+        for keep in (self.last, None if self.window is None else self.window // 2):
+            if keep is not None:
+                picked = picked[-keep:] if keep > 0 else []
+        if self.max_tokens is not None:
+            total, start = 0, len(picked)
+            while start > 0 and total + cost(picked[start - 1]) <= self.max_tokens:
+                start -= 1
+                total += cost(picked[start])
+            picked = picked[start:]
+        return picked
