@@ -2,7 +2,7 @@
 providers (streamed, its usage counted), recorded as functai 1.2.0 records it.
 
 Every model reply is a `reply` record (written before it is used), and a remembered helper's call a
-`call` record (format-1.md 2.2, 4.13). A try of the turn that runs its code again (a retry after a
+`call` record (docs/format-1.md 2.9, 4.11). A try of the turn that runs its code again (a retry after a
 crash here, or a resume of a turn another engine left) takes each helper's answer from the log instead
 of paying again: the reply recorded for the very same request (Threadline's own keys), or the `call`
 recorded for the very same question (same helper, site, inputs and what it was shown), whichever

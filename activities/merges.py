@@ -1,4 +1,4 @@
-"""A merge's three steps: place it, ask the merging program, record it (format-1.md 4.10).
+"""A merge's three steps: place it, ask the merging program, record it (docs/format-1.md 4.10).
 
 A merge writes no lease: functai appends its `turn` and `ended` records together once the merging
 program answered, so no reader ever sees it running. Threadline keeps that shape and makes it

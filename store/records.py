@@ -1,6 +1,6 @@
 """Building records exactly as functai 1.2.0 writes them: ids, times, key order, line bytes.
 
-Key order matters only for byte-identical output (format-1.md 1.5, 2.2); readers ignore it.
+Key order matters only for byte-identical output (docs/format-1.md 1.3, 2); readers ignore it.
 """
 
 from __future__ import annotations

@@ -342,7 +342,7 @@ class Conversation(FlowMethods, Delivery):
         return TurnHandle(placed.turn, placed.parent, send.request_id, self)
 
     def _follow(self, turn: str) -> None:
-        """A view that sent follows its own branch (format-1.md 4.3)."""
+        """A view that sent follows its own branch (docs/format-1.md 4.3)."""
         self.view = View(pinned=turn)
 
     async def follow_turn(self, turn: str) -> Turn:
@@ -360,7 +360,7 @@ class Conversation(FlowMethods, Delivery):
         **inputs: Any,
     ) -> Turn:
         """Ask `program` (registered on the worker) to combine branches; its answer becomes this
-        program's turn after the view's head, with `reads` and `made_by` (format-1.md 4.10).
+        program's turn after the view's head, with `reads` and `made_by` (docs/format-1.md 4.10).
 
         The merged turns must be done children of the view's head (`continue_from(root).merge(...)`).
         `inputs` are the merging program's, by name; with none, its single input gets the branches'

@@ -6,7 +6,7 @@
 
 The first talks to the PostgreSQL store directly; the second to the Threadline HTTP service's record
 endpoints (`/v1/conversations/{id}/records`), with its bearer keys and store scopes. Either is a
-store as functai takes one (format-1.md 7.3: `append`, `read`, `wait`) and is synchronous, as
+store as functai takes one (docs/format-1.md 1.6: `append`, `read`, `wait`) and is synchronous, as
 functai calls it. functai reads again and retries a conditional append only when the store raises
 its own `ConversationError("store-conflict")`, so these stores raise an error that is both that
 and a `ThreadlineError` (when functai is importable; it is not a dependency of Threadline).

@@ -1,4 +1,4 @@
-"""Merges in a conversation run: sends that ask another program to combine branches (format-1.md 4.10).
+"""Merges in a conversation run: sends that ask another program to combine branches (docs/format-1.md 4.10).
 
 A merge is a send like any other: it waits its place in the queue, its request id makes it one turn,
 `wait` and `begun` answer for it, and a stop drops it while queued. Placing it records nothing;

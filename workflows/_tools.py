@@ -112,7 +112,7 @@ class Acting:
         turn, config = ref.turn, self.turns.state.config
         self.held[turn] = send.request_id
         self._note(send, ref, paused)
-        if self.turns.blocked_on == turn:  # a send queued behind it is refused now (format-1.md 4.4)
+        if self.turns.blocked_on == turn:  # a send queued behind it is refused now (docs/format-1.md 4.4)
             self.turns.blocked_on = None
         deadline = workflow.now() + timedelta(seconds=config.approval_timeout_s) if config.approval_timeout_s else None
         pause = timedelta(seconds=config.waiting_check_s)

@@ -62,7 +62,7 @@ def encode(record: dict[str, Any], seq: int) -> bytes:
 
 @runtime_checkable
 class Store(Protocol):
-    """A record log: numbered, append-only conversations (format-1.md 1.3).
+    """A record log: numbered, append-only conversations (docs/format-1.md 1.6).
 
     functai accepts any object with `append` and `read` as a store, so the same shape serves both.
     """

@@ -1,4 +1,4 @@
-"""FolderStore: conversations as JSONL files, byte-compatible with functai 1.2.0 (format-1.md 1).
+"""FolderStore: conversations as JSONL files, byte-compatible with functai 1.2.0 (docs/format-1.md 1).
 
     <folder>/conversations/<id>.jsonl   the records, one per line, `seq` = line number
     <folder>/conversations/<id>.lock    BSD flock taken for every append

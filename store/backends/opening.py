@@ -64,7 +64,7 @@ class LazyPostgres:
         """See `AsyncStore.read`."""
         return await (await self.opened()).read(conversation, after, limit=limit)
 
-    # The timeout is part of the store contract (format-1.md 7.3).
+    # The timeout is part of the store contract (docs/format-1.md 1.6).
     async def wait(self, conversation: str, after: int, timeout: float) -> bool:  # noqa: ASYNC109
         """See `AsyncStore.wait` (woken by NOTIFY, holding no connection of the pool)."""
         return await (await self.opened()).wait(conversation, after, timeout)

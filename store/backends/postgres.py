@@ -1,6 +1,6 @@
 """The record log in PostgreSQL: `PostgresStore` (sync) and `AsyncPostgresStore`, one contract with FolderStore.
 
-Each record is kept as the exact line a FolderStore writes (format-1.md 1.5), numbered by its
+Each record is kept as the exact line a FolderStore writes (docs/format-1.md 1.3, 7), numbered by its
 position; an append is one transaction that locks the conversation's row, so appends to one
 conversation are serialised across threads, processes and hosts, all or nothing, and a writer that
 dies mid-transaction leaves nothing. `wait` wakes on LISTEN/NOTIFY (store/backends/pglisten.py). The schema
@@ -215,7 +215,7 @@ class AsyncPostgresStore(StoreBase):
         row = await self._one(self._sql.count, {"c": check_id(conversation)})
         return int(row[0]) if row else 0
 
-    # The timeout is part of the store contract (format-1.md 7.3), as in the sync `wait`.
+    # The timeout is part of the store contract (docs/format-1.md 1.6), as in the sync `wait`.
     async def wait(self, conversation: str, after: int, timeout: float) -> bool:  # noqa: ASYNC109
         """Wait until more than `after` records are held or `timeout` passes; woken by NOTIFY."""
         deadline = time.monotonic() + timeout

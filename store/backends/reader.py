@@ -30,7 +30,7 @@ logger = structlog.get_logger(__name__)
 
 
 class AsyncStore(Protocol):
-    """A record log as a coroutine API: the same contract as `Store` (format-1.md 1.3), awaited."""
+    """A record log as a coroutine API: the same contract as `Store` (docs/format-1.md 1.6), awaited."""
 
     async def append(self, conversation: str, records: Sequence[Record], *, expect: int | None = None) -> int:
         """Append `records` all or nothing; `store-conflict` when `expect` is not the current count."""

@@ -164,7 +164,7 @@ def _write_folder(store: LineStore, conversation: str, lines: list[bytes]) -> No
 
 @contextmanager
 def _flock(path: os.PathLike[str]) -> Iterator[None]:
-    """The BSD flock every FolderStore and functai writer takes on `<id>.lock` (format-1.md 1.3)."""
+    """The BSD flock every FolderStore and functai writer takes on `<id>.lock` (docs/format-1.md 1.4)."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

@@ -1,4 +1,4 @@
-"""A synchronous conversation writer over any store: the send loop of format-1.md 4.5.
+"""A synchronous conversation writer over any store: the send loop of docs/format-1.md 4.5.
 
 The Temporal activities decide turns with the same functions (`store.log.turns`); this class is
 for code that writes a conversation directly (tests, benchmarks, tools), as a functai

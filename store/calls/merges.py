@@ -1,4 +1,4 @@
-"""Merges (format-1.md 4.10): a turn whose answer another AI program made from several branches.
+"""Merges (docs/format-1.md 4.10): a turn whose answer another AI program made from several branches.
 
 A merge reads branches that continue the same turn (the view's head), asks a merging program to
 combine their answers, and records the result as this program's turn after that head: a `turn`

@@ -1,5 +1,5 @@
-"""A helper's memory inside a program's conversation, as functai 1.2.0 keeps it (format-1.md 2.2 `call`,
-4.13): the `call` record a remembered helper's call leaves, which earlier calls a later call of that
+"""A helper's memory inside a program's conversation, as functai 1.2.0 keeps it (docs/format-1.md 2.9,
+4.11): the `call` record a remembered helper's call leaves, which earlier calls a later call of that
 helper is shown, and the `saw` entries that say so. Pure over the log and the calls made so far.
 
 A call is shown whole (its lmcc turn) when its `program.signature` is the helper's, else by its values

@@ -1,4 +1,4 @@
-"""Acting on a turn that waits or was interrupted (format-1.md 4.2, 4.7): answering its approvals,
+"""Acting on a turn that waits or was interrupted (docs/format-1.md 4.7, 4.9): answering its approvals,
 resuming it, abandoning it. Pure over a `Log`: each returns the records to append with `expect=log.n`
 (decided again on `store-conflict`), or refuses with a coded error and records nothing.
 """

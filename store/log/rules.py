@@ -1,4 +1,4 @@
-"""The conversation rules over a `Log` (format-1.md 4.3-4.11): where a view continues, where a
+"""The conversation rules over a `Log` (docs/format-1.md 4.3, 4.4, 4.8, 4.12): where a view continues, where a
 new turn goes under the `sends` policy, and what a turn is shown (its `saw` entries and rows).
 
 Everything here is a pure function of the log, the program's fields and the clock.
@@ -200,7 +200,7 @@ def shown(
     module: bool = False,
 ) -> Shown:
     """What a turn after `parent` is shown, for an AI program with these `fields` and `signature`, or
-    (`module`) for a program with code: its rows, and an entry `{"call": t}` per turn (format-1.md 4.8).
+    (`module`) for a program with code: its rows, and an entry `{"call": t}` per turn (docs/format-1.md 4.8).
 
     `context` is a turn's recorded `context` (`{"turns", "without", "sections"}`): resuming that
     turn shows exactly it instead of applying the rule again. Otherwise the rule picks among the

@@ -1,4 +1,4 @@
-"""What a turn saw (format-1.md 4.8): its `saw` entries with `saw_of` expanded, and the
+"""What a turn saw (docs/format-1.md 4.8): its `saw` entries with `saw_of` expanded, and the
 compression of a new turn's entries into `[{"saw_of": parent}, <parent's entry>]`.
 
 A conversation of a thousand turns is a chain of a thousand `saw_of`, so nothing here recurses:

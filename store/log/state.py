@@ -1,4 +1,4 @@
-"""A conversation's records applied in order: turns, their states, the head (format-1.md 4.1-4.2).
+"""A conversation's records applied in order: turns, their states, the head (docs/format-1.md 4.1, 4.2).
 
 Pure and incremental: `Log.apply` takes the records read since the last call, so a reader that
 follows a long conversation pays only for what is new. Time is always passed in (`now`, seconds

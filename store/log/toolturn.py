@@ -1,4 +1,4 @@
-"""A turn that calls tools, as its records tell it (format-1.md 2.2, 4.2, 4.7), exactly as functai 1.2.0
+"""A turn that calls tools, as its records tell it (docs/format-1.md 2.7, 2.8, 4.7, 4.9), exactly as functai 1.2.0
 writes them: `reply` records for the model's replies, `tool` records (`started` for a tool that changes
 things, `done` for every tool that ran), `approval` records for answers and a `waiting` record when a
 call needs a person.
@@ -267,7 +267,7 @@ def verdict_of(answer: Any) -> Answer:
 
 
 def tool_steps(calls: Sequence[ToolCall], outputs: Sequence[str]) -> list[Record]:
-    """One model step that called tools and its results, as lmcc steps (format-1.md 2.4)."""
+    """One model step that called tools and its results, as lmcc steps (docs/format-1.md 2.11)."""
     model: Record = {"calls_field": "calls", "kind": "model", "outputs": {"calls": [_call_json(c) for c in calls]}}
     results = [
         {"id": c.id, "kind": "tool", "name": c.name, "output": [{"text": out, "type": "text"}]}

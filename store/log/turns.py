@@ -1,4 +1,4 @@
-"""Deciding and recording turns (format-1.md 4.5-4.7): what a writer appends to begin a turn,
+"""Deciding and recording turns (docs/format-1.md 4.5-4.7): what a writer appends to begin a turn,
 end it, stop it or claim it again. Pure over a `Log`; the caller appends the records with
 `expect=log.n` and, on `store-conflict`, reads again and decides again.
 """
@@ -131,7 +131,7 @@ def shown_for(log: Log, program: Program, parent: str | None, rule: ContextRule,
 
 
 def lmcc(program: Program, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
-    """A valid lmcc turn for a plain model answer (format-1.md 2.4), keys sorted as functai writes them.
+    """A valid lmcc turn for a plain model answer (docs/format-1.md 2.11), keys sorted as functai writes them.
 
     It carries no `message` or `request`: functai then renders the earlier turn in its own layout.
     """

@@ -1,7 +1,7 @@
 """Programs with code (functai 1.2.0's modules) and the AI functions their code calls (helpers).
 
 A program with code is a Python function whose body is the turn: it calls helpers (typed AI
-functions, `AIFunction`) and ordinary code. Its `program` record is a module's (format-1.md 2.2:
+functions, `AIFunction`) and ordinary code. Its `program` record is a module's (docs/format-1.md 2.2:
 `program_kind` `module`, no `signature`), its fields its interface's, all `plain`, exactly as functai
 derives them, so either engine continues the other's conversation. What runs a turn's body sets the
 turn it runs in (`TurnCalls`): a helper called in that body asks its model there, and `earlier()`
@@ -188,7 +188,7 @@ class CodeProgram(Program):
         return found
 
     def record(self, at: str) -> dict[str, Any]:
-        """The `program` record of a module: no `signature` (format-1.md 2.2)."""
+        """The `program` record of a module: no `signature` (docs/format-1.md 2.2)."""
         head = {"functai_conversation": FORMAT, "kind": "program", "at": at, "version": self.version, "name": self.name}
         body = {"program_kind": "module", "module": self.module, "interface": self.interface}
         return {**head, **body, "fields": self.field_records(), "answer": self.answer}

@@ -1,7 +1,7 @@
 """The conversation-signature check: may a program continue turns recorded with other fields?
 
 functai compares a program's current `fields` with those of every `program` record on the branch
-before it continues a conversation (format-1.md 3.4 item 2, 4.9), by name, over the canonical JSON of
+before it continues a conversation (docs/format-1.md 3.4), by name, over the canonical JSON of
 the whole field object.
 """
 
@@ -28,9 +28,9 @@ def check_fields(
 ) -> None:
     """Raise `conversation-signature` if the `current` fields differ from a recorded program's.
 
-    Fields are compared by name, as canonical JSON of the whole field object (format-1.md 3.4 item 2,
-    4.9); the caller picks the `program` records of the earlier turns that apply. A new field is
-    allowed only when its purpose is `reasoning` or `tools.calls` and `earlier_without` names it.
+    Fields are compared by name, as canonical JSON of the whole field object (docs/format-1.md 3.4);
+    the caller picks the `program` records of the earlier turns that apply. A new field is allowed
+    only when its purpose is `reasoning` or `tools.calls` and `earlier_without` names it.
     """
     now = _by_name(current)
     for program in recorded_programs:

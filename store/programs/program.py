@@ -1,4 +1,4 @@
-"""Programs, described as functai 1.2.0 describes them (format-1.md section 3).
+"""Programs, described as functai 1.2.0 describes them (docs/format-1.md 3).
 
 A `Program` (name, instruction, typed inputs and outputs) builds the `program` record: the `fields` a
 reader compares before it continues a conversation, the `signature` that decides whether earlier turns
@@ -228,7 +228,7 @@ class Program:
 
     @cached_property
     def signature(self) -> str:
-        """The type-name-free signature fingerprint (format-1.md 3.2): functai's for the same fields.
+        """The type-name-free signature fingerprint (docs/format-1.md 3.2): functai's for the same fields.
 
         With tools it counts the `tools` input, which `fields` leave out, after the other inputs.
         """

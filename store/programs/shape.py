@@ -1,7 +1,7 @@
 """JSON Schema shapes of Python types, exactly as functai 1.2.0 derives them, and canonical JSON.
 
 functai compares field shapes byte for byte before it continues a conversation, so `shape_of`
-follows its mapping (format-1.md 3.2); `canonical_json` is the form every hash is taken over.
+follows its mapping (docs/format-1.md 3.1); `canonical_json` is the form every hash is taken over.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ _SUBSHAPES, _SHAPE_LISTS = ("items", "additionalProperties", "not"), ("anyOf", "
 
 
 def canonical_json(value: Any) -> str:
-    """Return `value` as canonical JSON: sorted keys, no whitespace, raw UTF-8 (format-1.md 1.5).
+    """Return `value` as canonical JSON: sorted keys, no whitespace, raw UTF-8 (docs/format-1.md 1.3).
 
     This is `json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)` except for
     floats, spelled as ECMAScript spells them (`1.0` is `1`, `1e-07` is `1e-7`) as functai does when it

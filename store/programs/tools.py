@@ -55,7 +55,7 @@ TOOLS_SHAPE: dict[str, Any] = {
         "required": ["name", "description", "parameters"],
     },
 }
-"""The shape of the `tools` input (purpose `tools`) functai adds to a program with tools (format-1.md 3.2)."""
+"""The shape of the `tools` input (purpose `tools`) functai adds to a program with tools (docs/format-1.md 3.2)."""
 
 CALLS_SHAPE: dict[str, Any] = {
     "type": "array",

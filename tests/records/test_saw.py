@@ -21,7 +21,7 @@ _ENTRY_KEYS = frozenset({"call", "steps", "without", "slot"})
 
 
 def recursive_expand(log: Log, turn: str, following: tuple[str, ...] = ()) -> list[Record]:
-    """The definition `expand` had before it was made iterative (format-1.md 4.8), without its cache."""
+    """The definition `expand` had before it was made iterative (docs/format-1.md 4.8), without its cache."""
     t = log.turns.get(turn)
     if t is None:
         raise ValueError(f"turn {turn} is not recorded")

@@ -1,6 +1,14 @@
-"""The article's conversation service on the same core: messages routed to an active guided flow
-first, starting and stopping flows, importing a transcript without a model call, and listing
-conversations from Temporal visibility. Thin adapters over the Python API, like `routes`.
+"""The conversation service of the article "Multi-turn Conversation Design: Building Natural Dialogue
+Systems with LLMs" (dataa.dev), on the same core; docs/http.md, "The article's service", says which
+of its parts live where.
+
+The article ends with a FastAPI service over its conversation manager; these are its routes:
+messages routed to an active guided flow first (its `process_message`), starting, reading and
+stopping flows (its `FlowManager`, over flows built with its `FlowBuilder`: `store.flows`), importing
+a transcript without a model call (its `add_user_message` and `add_assistant_message`), and listing
+conversations from Temporal visibility (its `list_active`). Creating a conversation with a system
+prompt and metadata, reading it and its history, deleting it and `/health` are the native routes
+(`routes`), which answer the article's keys too. Thin adapters over the Python API, like `routes`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
-"""Bodies of the article's conversation service: messages routed to a flow first, starting a flow,
-importing a transcript, and listing conversations. Requests are strict (see `bodies.RequestBody`)."""
+"""Bodies of the conversation service of the article "Multi-turn Conversation Design: Building Natural
+Dialogue Systems with LLMs" (dataa.dev; the routes are `article`'s): a message routed to a flow first
+and its reply with the article's keys (`response`, `turn_count`, `in_flow`, `flow_completed`,
+`flow_data`), starting a flow (`flow_name`) and reading or stopping it, importing a transcript (the
+article's `messages` of `role` and `content`), and listing conversations. Requests are strict (see
+`bodies.RequestBody`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The record endpoints: a store's record log over HTTP, for functai processes that cannot reach the
-store themselves (`threadline.functai_store("https://...")`), as format-1.md 7.3's store contract.
+store themselves (`threadline.functai_store("https://...")`), as the store contract of docs/format-1.md 1.6.
 
     GET  /v1/conversations?store=S                          the ids of the store's conversations
     GET  /v1/conversations/{id}/records?store=S&after=N     the records after position N

@@ -1,4 +1,4 @@
--- The record log (format-1.md 1.3-1.6) and the store's identity.
+-- The record log (docs/format-1.md 1.3-1.5, 7) and the store's identity.
 -- Applied by store.backends.migrate with search_path set to the store's schema.
 
 -- One row per conversation: its record count, and the row every append locks (FOR UPDATE), so the
