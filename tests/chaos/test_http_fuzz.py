@@ -132,6 +132,8 @@ BASES: dict[str, Any] = {
     "/v1/conversations/{conversation_id}/transcript": {"messages": [{"role": "user", "content": "hi"}]},
     "/v1/conversations/{conversation_id}/turns/{turn}/resume": {"results": {}},
     "/v1/conversations/{conversation_id}/turns/{turn}/approvals": {"verdict": "yes"},
+    "/v1/codec/decode": {"payloads": [{"metadata": {"encoding": "anNvbi9wbGFpbg=="}, "data": "IkhpIg=="}]},
+    "/v1/codec/encode": {"payloads": [{"metadata": {"encoding": "anNvbi9wbGFpbg=="}, "data": "IkhpIg=="}]},
 }
 """A valid body for each route that takes one (`TURN`: a turn of the conversation); each field in turn
 is then made hostile. A route that takes a body and is missing here fails the test: add its body."""

@@ -28,6 +28,8 @@ from threadline.devserver import find_temporal_binary
 from threadline.http import ServiceSettings, create_codec_app
 from worker import build_worker
 
+JSON = {"content-type": "application/json"}
+"""What the Temporal UI and CLI send with each codec request."""
 SECRET = "my card ends in 4242 and my dog is called Biscuit"
 LONG = "Tell me everything about the sea. " * 100
 """About 3.4 KB: kept by the claim check too, so the payload store must hold it sealed."""
@@ -121,8 +123,8 @@ async def test_with_keys_history_and_payload_store_hold_no_text_and_the_codec_sh
     config = ServiceSettings(keys=(), max_body_bytes=10 * 1024 * 1024, cors_origins=())
     keyed = dataclasses.replace(config, keys=ServiceSettings.from_env({"THREADLINE_API_KEYS": "ops-key"}).keys)
     async with serving(create_codec_app(own, keyed)) as http:
-        refused = await http.post("/v1/codec/decode", content=body)
-        decoded = await http.post("/v1/codec/decode", content=body, headers=bearer("ops-key"))
+        refused = await http.post("/v1/codec/decode", content=body, headers=JSON)
+        decoded = await http.post("/v1/codec/decode", content=body, headers={**JSON, **bearer("ops-key")})
 
     assert kept, "the long message was kept by the claim check"
     assert (False, False) == (history_text(raw), history_text(kept))
@@ -195,8 +197,8 @@ async def test_the_ui_origin_may_call_the_codec_and_bad_bodies_are_refused(setti
 
     async with serving(create_codec_app(settings, config)) as http:
         preflight = await http.options("/v1/codec/decode", headers=headers)
-        bad = await http.post("/v1/codec/decode", content=b"not json")
-        passed = await http.post("/v1/codec/decode", content=message)
+        bad = await http.post("/v1/codec/decode", content=b"not json", headers=JSON)
+        passed = await http.post("/v1/codec/decode", content=message, headers=JSON)
 
     assert 200 == preflight.status_code
     assert "http://127.0.0.1:8233" == preflight.headers["access-control-allow-origin"]

@@ -14,10 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request, Security
 from fastapi.responses import Response
+from fastapi.security import HTTPBearer
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
+from pydantic import BaseModel, ConfigDict, Field
 from temporalio.api.common.v1 import Payloads
 from temporalio.converter import PayloadCodec
 
@@ -26,10 +28,36 @@ from core.settings import Settings
 from core.temporal import data_converter
 from store.backends.blobs import open_blobs
 
-router = APIRouter(prefix="/v1/codec", tags=["codec"])
+from .bodies import ErrorBody
 
 MAX_PAYLOADS = 1000
 """The most payloads one request may carry (the UI sends one event's, the CLI one history page's)."""
+
+
+class PayloadBody(BaseModel):
+    """One payload in Temporal's JSON form: its metadata values and its data in base64."""
+
+    metadata: dict[str, str] = {}
+    data: str = ""
+
+
+class PayloadsBody(BaseModel):
+    """Temporal's `Payloads` as JSON, what the codec-server protocol sends and answers."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"payloads": [{"metadata": {"encoding": "anNvbi9wbGFpbg=="}, "data": "IkhpIg=="}]}]
+        }
+    )
+    payloads: list[PayloadBody] = Field(default_factory=list, max_length=MAX_PAYLOADS)
+
+
+router = APIRouter(
+    prefix="/v1/codec",
+    tags=["codec"],
+    responses={200: {"model": PayloadsBody}, "4XX": {"model": ErrorBody}},
+    dependencies=[Security(HTTPBearer(auto_error=False))],
+)
 
 
 def settings_codec(settings: Settings) -> PayloadCodec | None:
@@ -37,16 +65,13 @@ def settings_codec(settings: Settings) -> PayloadCodec | None:
     return data_converter(open_blobs(settings), settings.encryption).payload_codec
 
 
-async def _payloads(request: Request) -> Payloads:
+def _parsed(body: PayloadsBody) -> Payloads:
     try:
-        parsed = json_format.Parse(await request.body(), Payloads())
-    except (json_format.ParseError, DecodeError, UnicodeDecodeError):
+        return json_format.ParseDict(body.model_dump(), Payloads())
+    except (json_format.ParseError, DecodeError):
         raise ThreadlineError(
-            ErrorCode.INVALID_REQUEST, 'send {"payloads": [{"metadata": {...}, "data": "<base64>"}]} as JSON'
+            ErrorCode.INVALID_REQUEST, "each payload's metadata values and data must be base64"
         ) from None
-    if len(parsed.payloads) > MAX_PAYLOADS:
-        raise ThreadlineError(ErrorCode.INVALID_REQUEST, f"send at most {MAX_PAYLOADS} payloads at a time")
-    return parsed
 
 
 def _answer(payloads: Sequence[Any]) -> Response:
@@ -63,15 +88,26 @@ def _codec(request: Request) -> PayloadCodec | None:
     return codec
 
 
-@router.post("/decode", summary="Payloads as Threadline reads them (claim check resolved, encryption opened)")
-async def decode(request: Request) -> Response:
-    codec, payloads = _codec(request), (await _payloads(request)).payloads
+@router.post(
+    "/decode",
+    summary="Payloads as Threadline reads them",
+    description="Each payload as Threadline's clients and workers see it: a claim-checked one brought back "
+    "from the payload store, a sealed one opened (`payload-key-unknown` when its key is missing). The Temporal "
+    "UI's codec endpoint and `temporal ... --codec-endpoint` call it.",
+)
+async def decode(request: Request, body: PayloadsBody) -> Response:
+    codec, payloads = _codec(request), _parsed(body).payloads
     return _answer(await codec.decode(payloads) if codec else payloads)
 
 
-@router.post("/encode", summary="Payloads as Threadline writes them (sealed, large ones kept by reference)")
-async def encode(request: Request) -> Response:
-    codec, payloads = _codec(request), (await _payloads(request)).payloads
+@router.post(
+    "/encode",
+    summary="Payloads as Threadline writes them",
+    description="Each payload as Threadline hands it to Temporal: sealed when encryption keys are set, and "
+    "kept in the payload store (history then holds its key) when it is large.",
+)
+async def encode(request: Request, body: PayloadsBody) -> Response:
+    codec, payloads = _codec(request), _parsed(body).payloads
     return _answer(await codec.encode(payloads) if codec else payloads)
 
 
