@@ -191,3 +191,48 @@ def test_the_worker_registers_every_activity_the_workflows_call() -> None:
 
     assert called
     assert set() == called - registered
+
+
+MUTATORS = frozenset(
+    {"append", "appendleft", "extend", "insert", "pop", "popleft", "popitem", "remove", "clear", "add", "discard"}
+    | {"update", "setdefault", "sort", "reverse"}
+)
+"""Methods that change the container they are called on."""
+
+
+def written_fields(tree: ast.AST) -> Iterator[ast.Attribute]:
+    """Every `x.field` the code writes: assigns (plain, augmented, annotated), deletes, stores through
+    a subscript, or changes with a container method."""
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign | ast.Delete):
+            targets = list(node.targets)
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
+            targets = [node.func.value]
+        while targets:
+            target = targets.pop()
+            if isinstance(target, ast.Tuple | ast.List | ast.Starred):
+                targets.extend(target.elts if not isinstance(target, ast.Starred) else [target.value])
+                continue
+            while isinstance(target, ast.Subscript):
+                target = target.value
+            if isinstance(target, ast.Attribute):
+                yield target
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "workflows").glob("*.py")), ids=lambda p: p.name)
+def test_workflow_code_writes_only_its_own_fields(path: Path) -> None:
+    """A workflow object writes only `self.field`: whatever another object holds (`turns.begun[...]`,
+    `self.state.pending.pop(0)`, `self.turns.closed = False`) changes through that object's methods,
+    so the running state has one owner and each of its changes one place."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+
+    foreign = [
+        f"{field.lineno}: {ast.unparse(field)}"
+        for field in written_fields(tree)
+        if not (isinstance(field.value, ast.Name) and field.value.id == "self")
+    ]
+
+    assert [] == foreign

@@ -1,10 +1,9 @@
 """Stopping, closing, moving the head and rendering: what the turn table does besides placing and
-driving turns. Functions over a `Turns` (workflows/_turns.py), deterministic like it."""
+driving turns. Functions over a `Turns` (workflows/_turns.py), deterministic like it; what they
+change of the run's state they change through its methods (`_state.RunState`)."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping
 from datetime import timedelta
 from typing import Protocol
 
@@ -15,34 +14,19 @@ with workflow.unsafe.imports_passed_through():
     from activities.llm import LLMActivities
     from activities.transcript import TranscriptActivities
     from core.errors import ErrorCode
-    from core.models import (
-        BeginInput,
-        Begun,
-        ConversationState,
-        RenderResult,
-        StopSend,
-        TurnError,
-        TurnOutcome,
-        TurnRef,
-        TurnSend,
-    )
+    from core.models import BeginInput, RenderResult, StopSend, TurnError, TurnOutcome, TurnRef, TurnSend
 
     from . import _calls
+    from ._state import RunState
     from ._tools import Acting
 
 
 class Turns(Protocol):
-    """What these functions need of the turn table (`workflows._turns.Turns`)."""
+    """What these functions need of the turns (`workflows._turns.Turns`): the run's state, and what
+    wakes a waiting turn."""
 
-    state: ConversationState
-    tasks: dict[str, asyncio.Task[None]]
-    background: set[asyncio.Task[None]]
-    begun: dict[str, Begun]
+    state: RunState
     acting: Acting
-
-    def finish(self, outcome: TurnOutcome, *, new: bool = False, inputs: Mapping[str, object] | None = None) -> None:
-        """Record how a send ended."""
-        ...
 
 
 STOP_ONLY_EARLIER = "stop-drops-only-earlier-sends"
@@ -53,23 +37,22 @@ CLOSED_MESSAGE = "the conversation was closed before this send was placed; send 
 
 def refuse_queued(turns: Turns) -> int:
     """Answer every queued send `conversation-closed`; return how many there were."""
-    queued = list(turns.state.pending)
-    turns.state.pending.clear()
+    queued = turns.state.take_queued()
     closed = TurnError(code=ErrorCode.CONVERSATION_CLOSED, message=CLOSED_MESSAGE)
     for send in queued:
-        turns.finish(TurnOutcome(request_id=send.request_id, state="refused", error=closed))
+        turns.state.finish(TurnOutcome(request_id=send.request_id, state="refused", error=closed))
     return len(queued)
 
 
 async def close(turns: Turns) -> int:
     """Answer every queued send `conversation-closed`, stop the running turns, and wait (a while)
     for them and the summaries being made to end; return how many sends were answered so."""
-    queued = refuse_queued(turns)
+    queued, state = refuse_queued(turns), turns.state
     await stop(turns, StopSend(), 0)
     try:
-        await workflow.wait_condition(lambda: not (turns.tasks or turns.background), timeout=CLOSE_PATIENCE)
+        await workflow.wait_condition(lambda: not (state.tasks or state.background), timeout=CLOSE_PATIENCE)
     except TimeoutError:
-        workflow.logger.warning("closed with turns still running", extra={"running": len(turns.tasks)})
+        workflow.logger.warning("closed with turns still running", extra={"running": len(state.tasks)})
     return queued
 
 
@@ -82,8 +65,8 @@ async def stop(turns: Turns, stop: StopSend, queued: int) -> None:
     before = pending[:queued] if workflow.patched(STOP_ONLY_EARLIER) else pending
     if stop.turn is None:
         for send in [s for s in before if stop.request_id in (None, s.request_id)]:
-            pending.remove(send)
-            turns.finish(TurnOutcome(request_id=send.request_id, state="stopped"))
+            turns.state.drop(send)
+            turns.state.finish(TurnOutcome(request_id=send.request_id, state="stopped"))
     for turn in _targets(turns, stop):
         try:
             await _calls.quick(TranscriptActivities.stop_turn, _ref(turns, turn))
@@ -96,9 +79,9 @@ def _targets(turns: Turns, stop: StopSend) -> list[str]:
     if stop.turn is not None:
         return [stop.turn]
     if stop.request_id is not None:
-        placed = turns.begun.get(stop.request_id)
-        return [placed.turn] if placed is not None and placed.turn in turns.tasks else []
-    return sorted(turns.tasks)
+        placed = turns.state.begun.get(stop.request_id)
+        return [placed.turn] if placed is not None and placed.turn in turns.state.tasks else []
+    return sorted(turns.state.tasks)
 
 
 def _ref(turns: Turns, turn: str) -> TurnRef:
@@ -113,7 +96,7 @@ async def move_head(turns: Turns, turn: str) -> None:
 
 async def render(turns: Turns, send: TurnSend) -> RenderResult:
     """The request `send` would make now, once the summaries being made have landed."""
-    await workflow.wait_condition(lambda: not turns.background)
+    await workflow.wait_condition(lambda: not turns.state.background)
     return await _calls.model(
         LLMActivities.render_turn, BeginInput(config=turns.state.config, send=send), summary="render"
     )

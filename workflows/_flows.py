@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Literal, Protocol
+from typing import Literal
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -24,14 +24,12 @@ with workflow.unsafe.imports_passed_through():
     from activities.flows import FlowActivities
     from core.models import (
         ConversationRef,
-        ConversationState,
         FlowAnswer,
         FlowCount,
         FlowRef,
         FlowResult,
         FlowStart,
         FlowStatus,
-        StopSend,
         TurnError,
         TurnOutcome,
         TurnSend,
@@ -39,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from core.temporal import from_failure
 
     from . import _calls
-    from ._turns import Turns
+    from ._state import RunState
     from .attributes import FLOW_KEY, FLOW_STATE_KEY
 
 FLOWS = "guided-flows"
@@ -69,26 +67,11 @@ def outcome_of(send: TurnSend, result: FlowResult) -> TurnOutcome:
     )
 
 
-class Admitting(Protocol):
-    """Something that places the first queued send and carries out stops (`Turns`, `Merges`)."""
-
-    async def admit(self, send: TurnSend) -> None:
-        """Place `send`, the first queued one."""
-        ...
-
-    async def stop(self, stop: StopSend, queued: int) -> None:
-        """Carry out `stop`."""
-        ...
-
-
 class Flows:
-    """The guided flow of one conversation run, in front of its turn table."""
+    """The guided flow of one conversation run, offered each send first (see `_admission`)."""
 
-    def __init__(self, state: ConversationState, turns: Turns, inner: Admitting | None = None) -> None:
+    def __init__(self, state: RunState) -> None:
         self.state = state
-        self.turns = turns
-        self.inner: Admitting = inner or turns
-        """What places and stops the sends the flow does not take (the merges, in front of the turns)."""
         self.current: FlowResult | None = None
         self.counts: dict[str, FlowCount] = {}
         self.since = workflow.now()
@@ -113,29 +96,25 @@ class Flows:
 
     # ----- sends
 
-    async def admit(self, send: TurnSend) -> None:
-        """Place the first queued send: a flow's start or answer here, anything else as a turn."""
-        if not await self._taken(send):
-            await self.inner.admit(send)
-
-    async def _taken(self, send: TurnSend) -> bool:
-        """Let the flow take `send`: True when it did (answered, or refused with a coded error)."""
+    async def take(self, send: TurnSend) -> bool:
+        """Let the flow take the first queued send, a flow's start or answer: True when it did
+        (answered, or refused with a coded error), False for anything else (placed as a turn)."""
         mine = send.flow is not None or (message_of(send) is not None and not (send.continue_from or send.root))
-        if not mine or send.request_id in self.turns.outcomes or send.request_id in self.turns.begun:
+        if not mine or self.state.seen(send.request_id):
             return False  # the turn table answers a repeated request id
         try:
             await self.restore()
             result = await self._ask(send)
         except ApplicationError as err:
-            self.state.pending.pop(0)
+            self.state.drop_first()
             refused = TurnOutcome(request_id=send.request_id, state="refused", error=TurnError.of(from_failure(err)))
-            self.turns.finish(refused)
+            self.state.finish(refused)
             return True
         if result is None or not result.in_flow:
             return False  # no flow took it: placed as a normal turn, with the same request id
-        self.state.pending.pop(0)
+        self.state.drop_first()
         self._take(result)
-        self.turns.finish(outcome_of(send, result), new=not result.existing, inputs=send.inputs)
+        self.state.finish(outcome_of(send, result), new=not result.existing, inputs=send.inputs)
         return True
 
     async def _ask(self, send: TurnSend) -> FlowResult | None:
@@ -173,11 +152,8 @@ class Flows:
 
     # ----- stops and timers
 
-    async def stop(self, stop: StopSend, queued: int) -> None:
-        """Carry out a stop: of the active flow (abandoned `stopped`) with `stop.flow`, else of turns."""
-        if not stop.flow:
-            await self.inner.stop(stop, queued)
-            return
+    async def stop(self) -> None:
+        """Carry out a flow's stop (`StopSend.flow`): the active flow is abandoned `stopped`."""
         try:
             await self.restore()
         except ApplicationError as err:

@@ -7,7 +7,7 @@ cancels it and nothing is recorded); only then is it written, turn and end in on
 lease, as functai writes a merge. The queue waits while a merge runs, as it waits for a running
 head: the next send from the same view continues from the merge.
 
-Sends that are not merges pass through to the turn table unchanged.
+Sends that are not merges are not taken here: the admission chain (`_admission`) hands them on.
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ with workflow.unsafe.imports_passed_through():
     from core.temporal import from_failure
 
     from . import _calls
-    from ._turns import Turns
+    from ._state import RunState
 
 
 class Merges:
-    """The merges of one run, in front of its turn table."""
+    """The merges of one run, placed before the turns (see `_admission`)."""
 
-    def __init__(self, turns: Turns) -> None:
-        self.turns = turns
+    def __init__(self, state: RunState) -> None:
+        self.state = state
         self.tasks: dict[str, asyncio.Task[None]] = {}
         """Running merges by request id."""
         self.placed: dict[str, str] = {}
@@ -44,35 +44,34 @@ class Merges:
         """No merge is running."""
         return not self.tasks
 
-    async def admit(self, send: TurnSend) -> None:
-        """Place the first queued send: a merge here, any other send in the turn table."""
+    async def take(self, send: TurnSend) -> bool:
+        """Place the first queued send if it is a merge (True), else leave it (False)."""
         if send.merge is None:
-            await self.turns.admit(send)
-            return
-        turns, state = self.turns, self.turns.state
-        state.pending.pop(0)
-        if send.request_id in turns.outcomes or send.request_id in turns.begun:
-            return  # the same merge signalled twice: one merge
+            return False
+        state = self.state
+        state.drop_first()
+        if state.seen(send.request_id):
+            return True  # the same merge signalled twice: one merge
         try:
             plan = await _calls.quick(
                 MergeActivities.place_merge, BeginInput(config=state.config, send=send), summary="place merge"
             )
         except ApplicationError as err:
-            turns.finish(TurnOutcome(request_id=send.request_id, state="refused", error=_error(err)))
-            return
-        turns.begun[send.request_id] = Begun(
-            request_id=send.request_id, turn=plan.turn, parent=plan.parent, existing=plan.kind == "existing"
-        )
-        if plan.outcome is not None or plan.kind == "existing":
-            turns.finish(plan.outcome or TurnOutcome(request_id=send.request_id, turn=plan.turn, state="failed"))
-            return
-        turns.blocked_on = plan.turn
+            state.finish(TurnOutcome(request_id=send.request_id, state="refused", error=_error(err)))
+            return True
+        existing = plan.kind == "existing"
+        state.place(Begun(request_id=send.request_id, turn=plan.turn, parent=plan.parent, existing=existing))
+        if plan.outcome is not None or existing:
+            state.finish(plan.outcome or TurnOutcome(request_id=send.request_id, turn=plan.turn, state="failed"))
+            return True
+        state.block(plan.turn)
         self.placed[send.request_id] = plan.turn
         self.tasks[send.request_id] = asyncio.create_task(self._drive(send, plan))
+        return True
 
     async def _drive(self, send: TurnSend, plan: MergePlan) -> None:
         """Ask the merging program, then record the merge; whatever happens, the merge ends."""
-        run = MergeRun(config=self.turns.state.config, send=send, plan=plan)
+        run = MergeRun(config=self.state.config, send=send, plan=plan)
         summary = f"merge by {send.merge.program if send.merge else '?'}"
         try:
             self.asking.add(send.request_id)
@@ -86,9 +85,8 @@ class Merges:
             kept.pop(send.request_id, None)
         self.asking.discard(send.request_id)
         self.stopping.discard(send.request_id)
-        if self.turns.blocked_on == plan.turn:
-            self.turns.blocked_on = None
-        self.turns.finish(outcome, new=outcome.state == "done")
+        self.state.unblock(plan.turn)
+        self.state.finish(outcome, new=outcome.state == "done")
 
     def _unrecorded(self, send: TurnSend, err: BaseException) -> TurnOutcome:
         """A merge stopped, or whose merging program failed: nothing was recorded."""
@@ -96,16 +94,16 @@ class Merges:
             return TurnOutcome(request_id=send.request_id, state="stopped")
         return TurnOutcome(request_id=send.request_id, state="failed", error=_error(err))
 
-    async def stop(self, stop: StopSend, queued: int) -> None:
+    def cancel(self, stop: StopSend) -> bool:
         """Cancel the merges the stop names while their merging program is asked (nothing is recorded
-        for them; one already answered is recorded all the same), then stop turns as the turn table does."""
+        for them; one already answered is recorded all the same); True when it named a merge's turn
+        alone, so no turn is left for it to stop."""
         for request_id, turn in sorted(self.placed.items()):
             named = stop.turn in (None, turn) and stop.request_id in (None, request_id)
             if named and request_id in self.asking:
                 self.stopping.add(request_id)
                 self.tasks[request_id].cancel()
-        if stop.turn is None or stop.turn not in self.placed.values():
-            await self.turns.stop(stop, queued)
+        return stop.turn is not None and stop.turn in self.placed.values()
 
 
 def _error(err: BaseException) -> TurnError:

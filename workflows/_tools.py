@@ -5,15 +5,14 @@ A model step that asks for tools comes back as a `ToolRound`: each call runs as 
 comes back `Paused`: it then waits on the `act` update (answers, resumes, abandonments), a durable
 timer for its optional expiry, and a slow look at the log (5 min... an hour apart) for what another
 process (functai) recorded; no worker does anything meanwhile, for as long as it takes.
-Deterministic; every side effect is an activity.
+Deterministic; every side effect is an activity; the run's state (`_state.RunState`) changes
+through its methods.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections import OrderedDict
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Protocol
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -24,7 +23,6 @@ with workflow.unsafe.imports_passed_through():
     from core.errors import ErrorCode, ThreadlineError
     from core.models import (
         Begun,
-        ConversationState,
         Interrupted,
         Paused,
         RunResult,
@@ -38,22 +36,10 @@ with workflow.unsafe.imports_passed_through():
     from core.toolmodels import ActResult, ToolInput, TurnAction, WaitCheck
 
     from . import _calls
+    from ._state import RunState
 
-
-class TurnTable(Protocol):
-    """What acting needs of the run's turn table (`_turns.Turns`)."""
-
-    state: ConversationState
-    begun: dict[str, Begun]
-    tasks: dict[str, asyncio.Task[None]]
-    outcomes: OrderedDict[str, TurnOutcome]
-    blocked_on: str | None
-    last: TurnOutcome | None
-
-    def start(self, send: TurnSend, turn: str, start: RunResult | None = None) -> None:
-        """Drive `turn` to its end in the background."""
-        ...
-
+Start = Callable[[TurnSend, str, RunResult], None]
+"""Drive a turn to its end in the background, from where it stands (`_turns.Turns.start`)."""
 
 LONGEST_CHECK = timedelta(hours=1)
 """While a turn waits, the log is read at most this far apart (the first look comes after `waiting_check_s`)."""
@@ -62,8 +48,9 @@ LONGEST_CHECK = timedelta(hours=1)
 class Acting:
     """The turns of one run that act or wait: tool rounds, waits, and what people do about them."""
 
-    def __init__(self, turns: TurnTable) -> None:
-        self.turns = turns
+    def __init__(self, state: RunState, *, start: Start) -> None:
+        self.state = state
+        self._start = start
         self.held: dict[str, str] = {}
         """The turns waiting here, with the request id their outcome is kept under."""
         self.wakes: dict[str, int] = {}
@@ -84,7 +71,7 @@ class Acting:
     async def _round(self, ref: TurnRef, send: TurnSend, round: ToolRound) -> None:
         """Run the round's calls in order, each its own activity; a call that cannot run is recorded so
         (the model is told), and the model step decides what follows."""
-        config = self.turns.state.config
+        config = self.state.config
         for call in round.calls:
             tool = ToolInput(
                 store=config.store,
@@ -109,11 +96,10 @@ class Acting:
 
     async def _wait(self, ref: TurnRef, send: TurnSend, paused: Paused) -> RunResult:
         """Wait for a person (or another writer) to move the turn on; the first answer that settles it wins."""
-        turn, config = ref.turn, self.turns.state.config
+        turn, config = ref.turn, self.state.config
         self.held[turn] = send.request_id
         self._note(send, ref, paused)
-        if self.turns.blocked_on == turn:  # a send queued behind it is refused now (docs/format-1.md 4.4)
-            self.turns.blocked_on = None
+        self.state.unblock(turn)  # a send queued behind it is refused now (docs/format-1.md 4.4)
         deadline = workflow.now() + timedelta(seconds=config.approval_timeout_s) if config.approval_timeout_s else None
         pause = timedelta(seconds=config.waiting_check_s)
         woken = turn in self.wakes  # answered (or stopped) before its wait began: look at once
@@ -134,7 +120,7 @@ class Acting:
                 paused = result
         finally:
             self.held.pop(turn, None)
-            self._unnote(send.request_id)
+            self.state.unnote(send.request_id)
 
     async def _look(self, ref: TurnRef, request_id: str, attempt: int, expired: bool) -> RunResult:
         """Read how the waiting turn stands (a local activity: no worker is held between looks)."""
@@ -162,7 +148,7 @@ class Acting:
 
     def _note(self, send: TurnSend, ref: TurnRef, paused: Paused) -> None:
         """Callers waiting for the send learn that its turn waits (and for what) at once."""
-        placed = self.turns.begun.get(send.request_id)
+        placed = self.state.begun.get(send.request_id)
         outcome = TurnOutcome(
             request_id=send.request_id,
             turn=ref.turn,
@@ -170,14 +156,7 @@ class Acting:
             state="waiting",
             approvals=paused.approvals,
         )
-        self.turns.outcomes[outcome.request_id] = outcome  # not an end: `_unnote` takes it back
-        self.turns.last = outcome
-
-    def _unnote(self, request_id: str) -> None:
-        """The turn no longer waits: callers wait for its end again."""
-        noted = self.turns.outcomes.get(request_id)
-        if noted is not None and noted.state == "waiting":
-            del self.turns.outcomes[request_id]
+        self.state.note(outcome)
 
     # ----- acting by hand (the `act` update)
 
@@ -191,9 +170,9 @@ class Acting:
             if result.pending or not action.resume:
                 return result
             if turn in self.held:  # it goes on by itself: callers wait for its end again
-                self._unnote(self.held[turn])
+                self.state.unnote(self.held[turn])
                 return result.model_copy(update={"request_id": self.held[turn]})
-            if turn in self.turns.tasks:  # about to wait here: it looks at the log first
+            if turn in self.state.tasks:  # about to wait here: it looks at the log first
                 return result.model_copy(update={"request_id": self._sent(turn)})
             return await self._adopt(action)
         if action.kind == "abandon":
@@ -204,16 +183,16 @@ class Acting:
             result = await _calls.quick(WaitingActivities.resume_turn, action, summary="resume turn")
             self.claimed[turn] = result.attempt
             self.wake(turn)
-            self._unnote(self.held[turn])
+            self.state.unnote(self.held[turn])
             return result.model_copy(update={"request_id": self.held[turn]})
         return await self._adopt(action)
 
     def _sent(self, turn: str) -> str | None:
         """The request id of the send this run placed as `turn`."""
-        return next((rid for rid, placed in self.turns.begun.items() if placed.turn == turn), None)
+        return next((rid for rid, placed in self.state.begun.items() if placed.turn == turn), None)
 
     def _scoped(self, action: TurnAction) -> TurnAction:
-        config = self.turns.state.config
+        config = self.state.config
         return action.model_copy(
             update={"store": config.store, "conversation": config.conversation, "store_id": config.store_id}
         )
@@ -221,16 +200,14 @@ class Acting:
     async def _adopt(self, action: TurnAction) -> ActResult:
         """Resume a turn nothing here runs (functai left it, or an earlier run of this workflow): claim it,
         then run it to its end like a turn of this run, its outcome kept under the action's request id."""
-        if action.turn in self.turns.tasks:
+        if action.turn in self.state.tasks:
             raise to_failure(ThreadlineError(ErrorCode.TURN_STATE, f"turn {action.turn} is running here"))
         result = await _calls.quick(WaitingActivities.resume_turn, action, summary="resume turn")
         request_id = action.request_id or result.request_id or action.turn
-        self._unnote(request_id)
+        self.state.unnote(request_id)
         send = TurnSend(request_id=request_id, inputs={}, program=action.program)
-        self.turns.begun[request_id] = Begun(
-            request_id=request_id, turn=action.turn, parent=result.parent, existing=True
-        )
-        self.turns.start(send, action.turn, Interrupted(attempt=result.attempt))
+        self.state.place(Begun(request_id=request_id, turn=action.turn, parent=result.parent, existing=True))
+        self._start(send, action.turn, Interrupted(attempt=result.attempt))
         return result.model_copy(update={"request_id": request_id})
 
 

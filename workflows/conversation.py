@@ -2,14 +2,12 @@
 
 Signals deliver turns and stops (durable even while no worker runs); handlers only enqueue and
 the main loop decides. Activities read and append the record log themselves, so the workflow
-keeps only its small state (`ConversationState`: the queue, recent outcomes, a counter) and its
-history per turn stays the same however long the conversation grows. Callers that want an answer
-wait with the `wait` update; refusals reach them as coded errors.
+keeps only its small state (`RunState`, carried as a `ConversationState`: the queue, recent
+outcomes, a counter) and its history per turn stays the same however long the conversation grows.
+Callers that want an answer wait with the `wait` update; refusals reach them as coded errors.
 """
 
 from __future__ import annotations
-
-from collections import deque
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -30,9 +28,11 @@ with workflow.unsafe.imports_passed_through():
     from core.records_models import ImportResult, ImportSend, SetupResult, SetupSend
     from core.toolmodels import ActResult, TurnAction
 
+    from ._admission import Admission
     from ._flows import Flows
     from ._merges import Merges
     from ._records import import_messages, set_up
+    from ._state import RunState
     from ._turns import Turns
     from ._upkeep import Upkeep
 
@@ -43,19 +43,19 @@ class ConversationWorkflow:
 
     @workflow.init
     def __init__(self, input: ConversationState) -> None:
-        self.state = input
-        self.stops: deque[tuple[StopSend, int]] = deque()
-        """Each stop with how many sends were queued when it came: it drops those, never a later send."""
-        self.turns = Turns(self.state, on_end=lambda o, i: self.upkeep.ended(o, i, self.turns.attributes()))
-        self.merges = Merges(self.turns)
-        self.guided = Flows(self.state, self.turns, self.merges)
-        self.upkeep = Upkeep(self.state.config)
+        self.state = RunState(input, on_end=lambda o, i: self.upkeep.ended(o, i, self.state.attributes()))
+        self.turns = Turns(self.state)
+        self.merges = Merges(self.state)
+        self.guided = Flows(self.state)
+        """The guided flow alone (`flow` and `flows` already name the signal and the query)."""
+        self.admission = Admission(self.guided, self.merges, self.turns)
+        self.upkeep = Upkeep(input.config)
         self._quiet = lambda: self._idle() and not self.guided.armed()  # may close: no flow timer would be lost
 
     @workflow.signal(name="turn")
     def turn(self, send: TurnSend) -> None:
         """Queue a send; the main loop places it."""
-        self.turns.enqueue(send)
+        self.state.enqueue(send)
 
     @workflow.signal(name="flow")
     def flow(self, send: TurnSend) -> None:
@@ -65,31 +65,31 @@ class ConversationWorkflow:
     @workflow.signal(name="stop")
     def stop(self, stop: StopSend) -> None:
         """Queue a stop; the main loop carries it out."""
-        self.stops.append((stop, len(self.state.pending)))
+        self.state.stop_came(stop)
 
     @workflow.update(name="wait")
     async def wait(self, request_id: str) -> TurnOutcome:
         """Wait for how the send `request_id` ends; a refusal raises its coded error."""
-        return await self.turns.outcome(request_id)
+        return await self.state.outcome(request_id)
 
     @workflow.update(name="begun")
     async def begun(self, request_id: str) -> Begun:
         """Wait until the send `request_id` is placed: its turn id and parent (the model is asked next)."""
-        return await self.turns.placed(request_id)
+        return await self.state.placed(request_id)
 
     @workflow.update(name="send")
     async def send(self, send: TurnSend) -> TurnOutcome:
         """Queue `send` (once per request id) and wait for how it ends: what signal and `wait` do, in one."""
-        return await self.turns.outcome(self.turns.enqueue_once(send))
+        return await self.state.outcome(self.state.enqueue_once(send))
 
     @workflow.update(name="place")
     async def place(self, send: TurnSend) -> Begun:
         """Queue `send` (once per request id) and wait until it is placed: signal and `begun` in one."""
-        return await self.turns.placed(self.turns.enqueue_once(send))
+        return await self.state.placed(self.state.enqueue_once(send))
 
     @wait.validator
     def _known(self, request_id: str) -> None:
-        _check_known(self.turns.known(request_id), request_id)
+        _check_known(self.state.known(request_id), request_id)
 
     begun.validator(_known)
 
@@ -131,7 +131,7 @@ class ConversationWorkflow:
     @workflow.query(name="status")
     def status(self) -> ConversationStatus:
         """What the conversation is doing now."""
-        return self.turns.status()
+        return self.state.status()
 
     @workflow.run
     async def run(self, input: ConversationState) -> str:
@@ -140,52 +140,52 @@ class ConversationWorkflow:
         await self.guided.begin()
         upkeep.restart_clock(self._quiet)
         while True:
-            await upkeep.publish_when_quiet(self.turns.attributes, is_idle=self._idle, has_work=self._has_work)
+            await upkeep.publish_when_quiet(self.state.attributes, is_idle=self._idle, has_work=self._has_work)
             await workflow.wait_condition(self._wakes)
-            if self.turns.closed or (upkeep.closing and self._idle() and not self._has_work()):
+            if self.state.closed or (upkeep.closing and self._idle() and not self._has_work()):
                 if ended := await self._ending():
                     return ended
                 continue
             if upkeep.clock_fired():  # it fired while work arrived: keep counting from now
                 upkeep.restart_clock(self._quiet)
-            if self.stops:
-                await self.guided.stop(*self.stops.popleft())
+            if self.state.stops:
+                await self.admission.stop(*self.state.next_stop())
             elif self.guided.due:
                 await self.guided.fire()
-            elif self.turns.ready():
-                await self.guided.admit(self.state.pending[0])
+            elif self.state.ready():
+                await self.admission.admit(self.state.pending[0])
             elif self._time_to_continue() and await self._drained():
-                upkeep.publish(self.turns.attributes(), force=True)
-                workflow.continue_as_new(self.turns.carried())
+                upkeep.publish(self.state.attributes(), force=True)
+                workflow.continue_as_new(self.state.carried())
 
     def _wakes(self) -> bool:
         idle = self._idle()
-        stale = self.upkeep.stale(self.turns.attributes(), idle=idle)
-        return self._has_work() or self.turns.closed or (self.upkeep.closing and idle) or stale
+        stale = self.upkeep.stale(self.state.attributes(), idle=idle)
+        return self._has_work() or self.state.closed or (self.upkeep.closing and idle) or stale
 
     async def _ending(self) -> str | None:
         """End the run, closed or idle long enough, unless sends came meanwhile (then it goes on)."""
-        why = "closed" if self.turns.closed else "idle"
+        why = "closed" if self.state.closed else "idle"
         if await self._drained():
             workflow.logger.info("conversation ended", extra={"why": why})
-            self.upkeep.publish(self.turns.attributes(), force=True)
+            self.upkeep.publish(self.state.attributes(), force=True)
             return why
         if why == "idle":
             self.upkeep.restart_clock(self._quiet)
-        self.turns.closed = False  # sent after the close: the conversation reopened, serve them
+        self.state.reopen()  # sent after the close: the conversation reopened, serve them
         return None
 
     def _idle(self) -> bool:
-        return not self.stops and self.turns.idle() and self.merges.idle()
+        return self.state.idle() and self.merges.idle()
 
     def _has_work(self) -> bool:
-        return bool(self.stops or self.guided.due) or self.turns.ready() or self._time_to_continue()
+        return bool(self.state.stops or self.guided.due) or self.state.ready() or self._time_to_continue()
 
     def _time_to_continue(self) -> bool:
-        return self._idle() and self.turns.run_full()  # never leave a turn, a send or a summary behind
+        return self._idle() and self.state.run_full()  # never leave a turn, a send or a summary behind
 
     async def _drained(self) -> bool:
-        await self.upkeep.drained(arrived=lambda: bool(self.state.pending or self.stops))
+        await self.upkeep.drained(arrived=lambda: bool(self.state.pending or self.state.stops))
         return self._idle()
 
 

@@ -1,0 +1,241 @@
+"""The running state of one conversation run, and the one object that writes it.
+
+Placing and driving turns (`_turns`), merges, guided flows, acting on waiting turns, stops and
+closing all read these fields and change them only through the methods here: a send leaves the
+queue, is placed, blocks the queue, waits, or ends in one place each, whoever asked. What
+continue-as-new carries is built from it (`carried`). Deterministic; no activity runs here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from core.errors import ErrorCode
+    from core.models import (
+        MAX_REQUEST_ID,
+        Begun,
+        ConversationState,
+        ConversationStatus,
+        PrepareResult,
+        StopSend,
+        TurnOutcome,
+        TurnSend,
+    )
+    from core.temporal import to_failure
+
+    from ._details import slim
+    from ._upkeep import Attributes
+
+KEPT_OUTCOMES = 200
+CARRIED_OUTCOMES = 20
+"""Recent outcomes continue-as-new carries, without outputs; older request ids are found in the log."""
+
+OnEnd = Callable[[TurnOutcome, Mapping[str, object] | None], None]
+
+
+def _answer(outcome: TurnOutcome) -> TurnOutcome:
+    """`outcome`, or its coded error raised when the send was refused."""
+    if outcome.state == "refused" and outcome.error is not None:
+        raise to_failure(outcome.error.to_error())
+    return outcome
+
+
+class RunState:
+    """What one run keeps: the queue and its stops, what was placed, what runs, what ended, the counters."""
+
+    def __init__(self, carried: ConversationState, on_end: OnEnd) -> None:
+        self.config = carried.config
+        """The conversation's settings; the store's identity is bound at the first placed send."""
+        self.pending: list[TurnSend] = list(carried.pending)
+        self.stops: deque[tuple[StopSend, int]] = deque()
+        """Each stop with how many sends were queued when it came: it drops those, never a later send."""
+        self.outcomes: OrderedDict[str, TurnOutcome] = OrderedDict((o.request_id, o) for o in carried.outcomes)
+        self.begun: dict[str, Begun] = {}
+        self.prepared: dict[str, PrepareResult] = {}
+        """Where the topic policy placed a queued send, kept while it waits to be placed."""
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+        """The turns this run drives, by turn id."""
+        self.background: set[asyncio.Task[None]] = set()
+        """Summaries being made after their turns."""
+        self.blocked_on: str | None = None
+        """The running turn (or merge) the first queued send waits for."""
+        self.turns = carried.turns
+        self.this_run = 0
+        self.closed = False
+        """A close was asked for and carried out: the run ends once its handlers are done."""
+        self.last: TurnOutcome | None = carried.outcomes[-1] if carried.outcomes else None
+        self._on_end = on_end
+
+    # ----- the queue and the stops
+
+    def enqueue(self, send: TurnSend) -> None:
+        """Queue a send. One with an over-long request id is dropped: no caller can wait for it (`wait`
+        refuses such ids), and it must not swell what the run carries."""
+        if len(send.request_id) <= MAX_REQUEST_ID:
+            self.pending.append(send)
+        else:
+            workflow.logger.warning("send dropped", extra={"reason": "request id too long"})
+
+    def enqueue_once(self, send: TurnSend) -> str:
+        """Queue `send` unless its request id is known here already (a caller asking again); its id."""
+        if len(send.request_id) > MAX_REQUEST_ID:
+            too_long = f"a request id has at most {MAX_REQUEST_ID} characters"
+            raise ApplicationError(too_long, type=ErrorCode.INVALID_REQUEST)
+        if not self.known(send.request_id):
+            self.enqueue(send)
+        return send.request_id
+
+    def drop_first(self) -> None:
+        """The first queued send leaves the queue (placed, taken, refused or a repeat)."""
+        self.pending.pop(0)
+
+    def drop(self, send: TurnSend) -> None:
+        """A queued send leaves the queue unplaced (a stop dropped it)."""
+        self.pending.remove(send)
+
+    def take_queued(self) -> list[TurnSend]:
+        """Empty the queue; the sends that were in it."""
+        queued = list(self.pending)
+        self.pending.clear()
+        return queued
+
+    def stop_came(self, stop: StopSend) -> None:
+        """Queue a stop, with how many sends were queued before it."""
+        self.stops.append((stop, len(self.pending)))
+
+    def next_stop(self) -> tuple[StopSend, int]:
+        """The oldest queued stop, out of the queue."""
+        return self.stops.popleft()
+
+    def close(self) -> None:
+        """The close was carried out: the run ends once its handlers are done."""
+        self.closed = True
+
+    def reopen(self) -> None:
+        """Sends came after the close: the conversation goes on serving them."""
+        self.closed = False
+
+    # ----- placing and running
+
+    def bind_store(self, store_id: str | None) -> None:
+        """Bind the store's identity the first placed send reported (later ones leave it)."""
+        if self.config.store_id is None and store_id is not None:
+            self.config = self.config.model_copy(update={"store_id": store_id})
+
+    def prepare(self, request_id: str, prepared: PrepareResult) -> None:
+        """Keep where the topic policy places a queued send, however often it waits."""
+        self.prepared[request_id] = prepared
+
+    def place(self, begun: Begun) -> None:
+        """A send was placed (or its request id's turn found): callers of `begun` learn its turn."""
+        self.begun[begun.request_id] = begun
+
+    def block(self, turn: str) -> None:
+        """The queue waits for `turn`, running here, to end."""
+        self.blocked_on = turn
+
+    def unblock(self, turn: str | None) -> None:
+        """The queue no longer waits for `turn` (it ended, or waits for a person)."""
+        if turn is not None and self.blocked_on == turn:
+            self.blocked_on = None
+
+    def running(self, turn: str, task: asyncio.Task[None]) -> None:
+        """`task` drives `turn` to its end."""
+        self.tasks[turn] = task
+
+    def summarising(self, task: asyncio.Task[None]) -> None:
+        """`task` makes a summary in the background; it is forgotten once done."""
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+    def note(self, outcome: TurnOutcome) -> None:
+        """Callers waiting for the send learn that its turn waits (not an end: `unnote` takes it back)."""
+        self.outcomes[outcome.request_id] = outcome
+        self.last = outcome
+
+    def unnote(self, request_id: str) -> None:
+        """The turn no longer waits: callers wait for its end again."""
+        noted = self.outcomes.get(request_id)
+        if noted is not None and noted.state == "waiting":
+            del self.outcomes[request_id]
+
+    def finish(self, outcome: TurnOutcome, *, new: bool = False, inputs: Mapping[str, object] | None = None) -> None:
+        """Record how a send ended; `new` when it made a turn of its own (not a repeated request id)."""
+        self.outcomes[outcome.request_id] = outcome
+        self.prepared.pop(outcome.request_id, None)
+        while len(self.outcomes) > KEPT_OUTCOMES:
+            self.outcomes.popitem(last=False)
+        if outcome.turn is not None:
+            self.tasks.pop(outcome.turn, None)
+        self.unblock(outcome.turn)
+        if new:
+            self.turns += 1
+            self.this_run += 1
+        self.last = outcome
+        self._on_end(outcome, inputs)
+
+    # ----- reading it
+
+    def seen(self, request_id: str) -> bool:
+        """Whether a send with this request id was placed or answered in this run (a repeat is one turn)."""
+        return request_id in self.outcomes or request_id in self.begun
+
+    def known(self, request_id: str) -> bool:
+        """Whether a send with this request id was queued, placed or answered in this run."""
+        return self.seen(request_id) or any(send.request_id == request_id for send in self.pending)
+
+    def idle(self) -> bool:
+        """Nothing queued, stopping, running or being summarised."""
+        return not (self.pending or self.stops or self.tasks or self.background)
+
+    def ready(self) -> bool:
+        """A queued send can be placed now (the queue is not waiting for a running turn)."""
+        return bool(self.pending) and self.blocked_on is None
+
+    def run_full(self) -> bool:
+        """Whether this run has served its share of turns, or its history asks to continue as new."""
+        return self.this_run >= self.config.turns_per_run or workflow.info().is_continue_as_new_suggested()
+
+    def attributes(self) -> Attributes:
+        """What the search attributes show: `running` while a turn runs or a send waits, and the turn count."""
+        return ("running" if self.tasks or self.pending else "idle"), self.turns
+
+    def status(self) -> ConversationStatus:
+        """The `status` query: what the conversation is doing now."""
+        return ConversationStatus(
+            store=self.config.store,
+            conversation=self.config.conversation,
+            program=self.config.program,
+            running=sorted(self.tasks),
+            pending=len(self.pending),
+            turns=self.turns,
+            turns_this_run=self.this_run,
+            summarising=len(self.background),
+            last=self.last,
+        )
+
+    def carried(self) -> ConversationState:
+        """What continue-as-new carries: the queue, the recent outcomes without outputs, the counter."""
+        recent = [slim(o) for o in list(self.outcomes.values())[-CARRIED_OUTCOMES:]]
+        return ConversationState(config=self.config, pending=list(self.pending), outcomes=recent, turns=self.turns)
+
+    # ----- answering the updates
+
+    async def outcome(self, request_id: str) -> TurnOutcome:
+        """Wait for how the send `request_id` ends; a refusal raises its coded error."""
+        await workflow.wait_condition(lambda: request_id in self.outcomes)
+        return _answer(self.outcomes[request_id])
+
+    async def placed(self, request_id: str) -> Begun:
+        """Wait until the send `request_id` is placed: its turn and parent (the model is asked next)."""
+        await workflow.wait_condition(lambda: request_id in self.begun or request_id in self.outcomes)
+        if request_id in self.begun:
+            return self.begun[request_id]
+        outcome = _answer(self.outcomes[request_id])
+        return Begun(request_id=request_id, turn=outcome.turn, parent=outcome.parent, existing=True)
