@@ -121,39 +121,6 @@ class TurnRun:
         call.cancel()
         return await self._interrupted(watch.result())
 
-    # ----- what the steps use of the try
-
-    async def call_model(self, provider: Provider, request: ModelRequest, model: str) -> ModelReply:
-        """Ask the model, its text streamed into the turn's stream."""
-        logger.info("model.requested", turn=self.turn, attempt=self.owned, model=model)
-        return await provider.complete(request, self._on_text)
-
-    def repaired(self, request: ModelRequest, err: ThreadlineError) -> ModelRequest:
-        """`request` asked again after a reply that did not fit: it says what was wrong."""
-        logger.info("model.repair_requested", turn=self.turn, attempt=self.owned, reason=err.message)
-        if self.stream is not None:
-            self.stream.write({"restart": True})
-        repair = Message("user", f"Your reply could not be used: {err.message}. Reply again, exactly as asked.")
-        return replace(request, messages=(*request.messages, repair))
-
-    async def record(self, *records: Record) -> Ended | Yielded | None:
-        """Append `records` unless the turn ended or another writer took it (then how it stands)."""
-
-        def decide(_: Log, turn: Turn) -> list[Record] | None:
-            return None if turn.ended is not None or turn.attempt > self.owned else list(records)
-
-        turn = await self.conversation.append_if(self.turn, decide)
-        if turn.ended is not None or turn.attempt > self.owned:
-            return _result(turn, self.input.send.request_id)
-        return None
-
-    async def _on_text(self, piece: str) -> None:
-        self.streamed += len(piece)
-        if self.stream is not None:
-            self.stream.text(piece)
-
-    # ----- the lifecycle
-
     async def fail(self, err: ThreadlineError) -> RunResult:
         """End the turn `failed` with `err` (a refusal no retry can fix)."""
         error = self.steps.error(err)
@@ -268,6 +235,37 @@ class TurnRun:
         if self.stream is not None:
             self.stream.end(result.outcome.state if isinstance(result, Ended) else "yielded")
         return result
+
+    # ----- what the steps use of the try
+
+    async def call_model(self, provider: Provider, request: ModelRequest, model: str) -> ModelReply:
+        """Ask the model, its text streamed into the turn's stream."""
+        logger.info("model.requested", turn=self.turn, attempt=self.owned, model=model)
+        return await provider.complete(request, self._on_text)
+
+    def repaired(self, request: ModelRequest, err: ThreadlineError) -> ModelRequest:
+        """`request` asked again after a reply that did not fit: it says what was wrong."""
+        logger.info("model.repair_requested", turn=self.turn, attempt=self.owned, reason=err.message)
+        if self.stream is not None:
+            self.stream.write({"restart": True})
+        repair = Message("user", f"Your reply could not be used: {err.message}. Reply again, exactly as asked.")
+        return replace(request, messages=(*request.messages, repair))
+
+    async def record(self, *records: Record) -> Ended | Yielded | None:
+        """Append `records` unless the turn ended or another writer took it (then how it stands)."""
+
+        def decide(_: Log, turn: Turn) -> list[Record] | None:
+            return None if turn.ended is not None or turn.attempt > self.owned else list(records)
+
+        turn = await self.conversation.append_if(self.turn, decide)
+        if turn.ended is not None or turn.attempt > self.owned:
+            return _result(turn, self.input.send.request_id)
+        return None
+
+    async def _on_text(self, piece: str) -> None:
+        self.streamed += len(piece)
+        if self.stream is not None:
+            self.stream.text(piece)
 
 
 def _result(turn: Turn, request_id: str) -> Ended | Yielded:
