@@ -1,12 +1,12 @@
-"""A turn of a program with code: its body runs here, in the turn's activity, as the turn.
+"""The steps of a turn of a program with code: its body runs here, in the turn's activity, as the turn.
 
-Beside the AI turn (`run.TurnRun`, the model answers) and the tool turn (`toolturn.ToolTurnRun`,
-step by step), this turn runs the program's Python function with the turn's inputs. The helpers it
-calls ask the turn's model (`helpers.HelperCalls`), recorded as they go, so a try that runs the code
-again (a retry after a crash, a resume) takes their recorded answers and goes on where it stopped.
-While the code runs, the turn heartbeats, keeps its lease and watches the log for a stop or a takeover
-as every turn does; its end is one `ended` record like a functai module's: no `lmcc`, the code's
-value, the last model that answered, the usage of every helper call.
+Beside the plain turn (`plainturn.PlainTurn`, the model answers) and the tool turn
+(`toolturn.ToolTurn`, step by step), this turn runs the program's Python function with the turn's
+inputs. The helpers it calls ask the turn's model (`helpers.HelperCalls`), recorded as they go, so a
+try that runs the code again (a retry after a crash, a resume) takes their recorded answers and goes
+on where it stopped. Its runner heartbeats, keeps the lease and watches the log for a stop or a
+takeover as for every turn; its end is one `ended` record like a functai module's: no `lmcc`, the
+code's value, the last model that answered, the usage of every helper call.
 """
 
 from __future__ import annotations
@@ -15,50 +15,47 @@ import asyncio
 import contextvars
 import functools
 import inspect
+from collections.abc import Mapping
 from typing import Any, cast
 
 from core.errors import ErrorCode, ThreadlineError
-from core.models import Ended, HelperMemory, RunResult, Yielded
-from store.backends.reader import now
+from core.models import Paused
 from store.log.state import Turn
 from store.programs.code import CodeProgram, running_in
+from store.programs.program import Program
 from store.records import Record, ended_record
 
 from .helpers import HelperCalls
 from .helpertools import Halt
-from .language_model import ModelReply, ModelRequest, Provider
-from .plan import shown_for_run
-from .run import Reply
-from .toolturn import ToolTurnRun, _since_turn
+from .language_model import ModelReply, Provider
+from .steps import Reply, TurnTry, since_turn, waits_for_person
 
 
-class CodeTurnRun(ToolTurnRun):
-    """One try at a turn of a program with code."""
+class CodeTurn:
+    """A turn of a program with code (`steps.TurnSteps`): its body, and the helper calls it makes."""
 
-    helpers: HelperCalls | None = None
+    run: TurnTry
+    model: str
+    helpers: HelperCalls
 
-    async def execute(self, provider: Provider, *, model: str, name: str) -> RunResult:
-        """Claim the turn if it needs it, run its code (its helpers ask `model`), and end the turn."""
-        early = await self._settle(await self.conversation.turn(self.turn))
-        if early is not None:
-            return early
-        turn = await self.conversation.turn(self.turn)
-        self.shown = shown_for_run(self.conversation.log, self.program, self.turn, self.rule, now=now())
-        self.helpers = HelperCalls(self, provider, model=model, name=name, turn=turn)
-        if self.streams is not None:
-            self.stream = self.streams.writer(self.turn, self.owned)
-        asked = ModelRequest(model=name, program=self.program.name, instruction="", messages=(), outputs=())
-        try:
-            return await self._run(provider, asked, model)
-        finally:
-            if self.stream is not None:
-                self.stream.close()
+    def __init__(self, program: Program) -> None:
+        self.program = program
 
-    async def _ask(self, provider: Provider, request: ModelRequest, model: str) -> Reply:
+    def waits(self, turn: Turn) -> Paused | None:
+        """Whether a helper's tool call waits for a person's answer, or for one to settle a tool that may have run."""
+        return waits_for_person(turn)
+
+    async def prepare(self, run: TurnTry, provider: Provider, *, model: str, name: str) -> None:
+        """The try's helper calls: they ask `model` and take what the turn recorded so far."""
+        turn = await run.conversation.turn(run.turn)
+        self.run, self.model = run, model
+        self.helpers = HelperCalls(run, provider, model=model, name=name, turn=turn)
+
+    async def answer(self) -> Reply:
         """Run the code; its value as the turn's answer (the outputs a functai module writes)."""
-        helpers = cast(HelperCalls, self.helpers)
+        helpers = self.helpers
         try:
-            value = await self._body(helpers, self.conversation.log.turns[self.turn].inputs)
+            value = await self._body(helpers, self.run.conversation.log.turns[self.run.turn].inputs)
         except Halt as halt:
             if halt.result is None:
                 raise asyncio.CancelledError from None
@@ -71,7 +68,7 @@ class CodeTurnRun(ToolTurnRun):
         except Exception as exc:
             raise code_failed(self.program.name, exc) from exc
         outputs = self._returned(value)
-        return ModelReply(outputs=outputs, model=helpers.answered_by or model, usage=helpers.usage)
+        return ModelReply(outputs=outputs, model=helpers.answered_by or self.model, usage=helpers.usage)
 
     async def _body(self, helpers: HelperCalls, inputs: dict[str, Any]) -> Any:
         program = cast(CodeProgram, self.program)
@@ -92,48 +89,27 @@ class CodeTurnRun(ToolTurnRun):
             message = f"{self.program.name}'s code returned a value that does not fit its return type"
             raise ThreadlineError(ErrorCode.PROGRAM_FAILED, message) from err
 
-    def _done(self, turn: Turn, reply: ModelReply, seconds: float) -> Record:
+    def ended(self, turn: Turn, reply: ModelReply, seconds: float) -> Record:
+        """The `ended` record of the turn whose code returned: no lmcc, as a functai module's."""
+        owned = self.run.owned
         return ended_record(
             turn.id,
-            attempt=self.owned,
+            attempt=owned,
             state="done",
-            saw=self.saw,
-            seconds=_since_turn(turn) if self.owned == 1 else seconds,
+            saw=self.run.saw,
+            seconds=since_turn(turn) if owned == 1 else seconds,
             usage=reply.usage,
             outputs=reply.outputs,
             value=reply.outputs.get(self.program.answer),
             model=reply.model,
         )
 
-    async def fail(self, err: ThreadlineError) -> RunResult:
-        """End the turn `failed`; an exception of the code keeps its type and message, as functai's does."""
+    def error(self, err: ThreadlineError) -> ThreadlineError | Mapping[str, Any]:
+        """An exception of the code keeps its type and message, as functai's does; any other error itself."""
         error = err.details.get("error")
         if err.code != ErrorCode.PROGRAM_FAILED or not isinstance(error, dict):
-            return await super().fail(err)
-        body = {**error, "code": str(err.code)}
-        return await self._end(
-            lambda t: ended_record(t.id, attempt=self.owned, state="failed", saw=self.saw, error=body)
-        )
-
-    # ----- what the helpers use of the try
-
-    @property
-    def remembers(self) -> dict[str, HelperMemory]:
-        """What each helper remembers in this turn (its send's setting, else the conversation's)."""
-        return self.input.send.memory(self.input.config)
-
-    async def record(self, *records: Record) -> Ended | Yielded | None:
-        """Append `records` unless the turn ended or another writer took it (then how it stands)."""
-        standing = await self._record(*records)
-        return standing if isinstance(standing, Ended | Yielded) else None
-
-    async def call_model(self, provider: Provider, request: ModelRequest, model: str) -> ModelReply:
-        """Ask the model (streamed into the turn's stream, logged as every model request is)."""
-        return await self._call(provider, request, model)
-
-    def repaired(self, request: ModelRequest, err: ThreadlineError) -> ModelRequest:
-        """`request` asked again after a reply that did not fit, saying what was wrong."""
-        return self._repair(request, err)
+            return err
+        return {**error, "code": str(err.code)}
 
 
 def code_failed(program: str, exc: BaseException) -> ThreadlineError:

@@ -27,10 +27,10 @@ from store.programs.code import call_identity, remembered
 from store.programs.program import Program
 from store.records import Record, uuid7
 
-from .helpertools import Halt, HelperTools, TurnTry
+from .helpertools import Halt, HelperTools
 from .language_model import Message, ModelReply, ModelRequest, Provider, build_request
 from .replies import reply_of, request_document, response_of
-from .run import add_usage
+from .steps import TurnTry, add_usage
 
 MAX_STEPS = 8
 """Model calls per helper call before it fails `step-limit` (functai's default `max_steps`)."""
@@ -74,8 +74,7 @@ class HelperCalls:
 
     def rows(self) -> list[dict[str, Any]]:
         """`earlier()`: the conversation so far, a copy the code may change."""
-        shown = self.run.shown
-        return [dict(row) for row in shown.rows] if shown is not None else []
+        return [dict(row) for row in self.run.shown.rows]
 
     def nested(self, program: str, store: str, conversation: str) -> None:
         """Refuse a send to another conversation from this turn's code, unless it is declared `own`.

@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
 from core.errors import ThreadlineError
-from core.models import Ended, HelperMemory, Paused, RunInput, RunResult, Yielded
-from store.backends.reader import ConversationLog
-from store.backends.streams import StreamWriting
-from store.log.rules import Shown
+from core.models import Paused, RunResult
 from store.log.toolturn import (
     Answer,
     Approval,
@@ -36,51 +33,12 @@ from store.programs.program import Program
 from store.programs.tools import Tool, ToolCall, unknown_tool_text
 from store.records import Record
 
-from .language_model import ModelReply, ModelRequest, Provider
+from .steps import TurnTry
 
 logger = structlog.get_logger(__name__)
 
 TOOL_TIMEOUT_S = 120.0
 MISMATCH = "an earlier attempt of this turn recorded another call here; run this one?"
-
-
-class TurnTry(Protocol):
-    """What a program's helpers use of the try at its turn (`codeturn.CodeTurnRun`)."""
-
-    conversation: ConversationLog
-    program: Program
-    input: RunInput
-    turn: str
-    owned: int
-    shown: Shown | None
-    stream: StreamWriting | None
-
-    @property
-    def saw(self) -> list[Record]:
-        """What the turn was shown."""
-        ...
-
-    @property
-    def approve(self) -> Approve:
-        """The turn's `approve` rule (None: each helper's own)."""
-        ...
-
-    @property
-    def remembers(self) -> dict[str, HelperMemory]:
-        """What each helper remembers in this turn."""
-        ...
-
-    async def record(self, *records: Record) -> Ended | Yielded | None:
-        """Append `records` unless the turn ended or was taken over (then how it stands)."""
-        ...
-
-    async def call_model(self, provider: Provider, request: ModelRequest, model: str) -> ModelReply:
-        """Ask the model, streamed into the turn's stream."""
-        ...
-
-    def repaired(self, request: ModelRequest, err: ThreadlineError) -> ModelRequest:
-        """`request` asked again after a reply that did not fit."""
-        ...
 
 
 class Halt(BaseException):

@@ -21,13 +21,15 @@ from store.log.turns import Begin
 from store.programs.program import Program
 
 from .calls import CallWriter
-from .codeturn import CodeTurnRun
+from .codeturn import CodeTurn
 from .context import Preparer
 from .language_model import Providers, split_model
-from .plan import plan_turn, rule_of, turn_request
+from .plainturn import PlainTurn
+from .plan import plan_turn, turn_request
 from .providers import request_body
 from .run import TurnRun
-from .toolturn import ToolTurnRun
+from .steps import TurnSteps
+from .toolturn import ToolTurn
 from .transcript import find_program, refuse_conversation
 
 
@@ -69,8 +71,7 @@ class LLMActivities:
         program = find_program(self.programs, input.send.program or config.program)
         lm = input.send.lm or config.lm or self.default_model
         conversation = await self.logs.open(config.store, config.conversation, config.store_id)
-        kind = run_kind(program)
-        run = kind(conversation, program, input, rule_of(config, input.send), self.streams.get(config.store))
+        run = TurnRun(conversation, input, steps_for(program), streams=self.streams.get(config.store))
         run.on_end = functools.partial(self.calls.ended, config.store, conversation)
         try:
             provider, name = self.providers.resolve(lm)
@@ -126,9 +127,9 @@ class LLMActivities:
         return Preparer(conversation, self.providers, model)
 
 
-def run_kind(program: Program) -> type[TurnRun]:
-    """How a turn of `program` runs: its code (a program with code), step by step, recorded (a program
-    with tools), or one model call."""
+def steps_for(program: Program) -> TurnSteps:
+    """What a turn of `program` does: run its code (a program with code), ask step by step, recorded (a
+    program with tools), or make one model call."""
     if program.kind == "module":
-        return CodeTurnRun
-    return ToolTurnRun if program.tools else TurnRun
+        return CodeTurn(program)
+    return ToolTurn(program) if program.tools else PlainTurn(program)

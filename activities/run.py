@@ -1,38 +1,40 @@
-"""Running one turn's model call: the heart of crash recovery, stops and takeovers.
+"""Running one try at a turn: its lifecycle, whatever the turn's steps are.
 
 Temporal's heartbeat timeout and retry policy are the turn's lease inside Temporal: a worker
 that dies is noticed within seconds and the activity runs again elsewhere. The record log keeps
-functai readers informed: a `lease` every 10 s while the call runs, and the turn ends with
+functai readers informed: a `lease` every 10 s while the steps run, and the turn ends with
 exactly one `ended` record, appended conditionally so a zombie attempt or another writer that
 took over can never add a second one.
+
+`TurnRun` owns all of that (the claim, the watch, the lease, the stream, the `ended` record, the
+outcome); what the turn does meanwhile is the `steps.TurnSteps` it is given.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Literal
 
 import structlog
 from temporalio import activity
 
-from core.context import ContextRule
 from core.errors import ErrorCode, ThreadlineError
-from core.models import Ended, Paused, RunInput, RunResult, ToolRound, Yielded
+from core.models import Ended, HelperMemory, Paused, RunInput, RunResult, Yielded
 from store.backends.reader import ConversationLog, now
 from store.backends.streams import Streams, StreamWriting
 from store.log.rules import Shown
 from store.log.state import Log, Turn
-from store.log.topics import topic_usage
-from store.log.turns import Answer, claim_records, done_record, failed_record
-from store.programs.program import Program
+from store.log.turns import claim_records, failed_record
+from store.programs.approvals import Approve, check_approve
 from store.records import LEASE_RENEW_SECONDS, STOP_POLL_SECONDS, Record, lease_record, stopped_record
 
 from .language_model import Message, ModelReply, ModelRequest, Provider
 from .outcomes import outcome_of
-from .plan import request_of, shown_for_run
+from .plan import rule_of, shown_for_run
+from .steps import Reply, TurnSteps
 
 logger = structlog.get_logger(__name__)
 
@@ -43,60 +45,67 @@ with it once the store is back, instead of every retry asking the model again.""
 _KEPT_PAUSE_S = 2.0
 """The longest pause between tries meanwhile: under the heartbeat timeout, and soon after the store is back."""
 _Builder = Callable[[Turn], Record]
-Reply = ModelReply | Ended | Yielded | ToolRound | Paused
-"""What asking the model comes to: its answer, or (a turn with tools) a round of tools to run, a wait
-for a person, or the turn ended or taken meanwhile."""
 
 
 class TurnRun:
-    """One attempt at running a begun turn."""
+    """One attempt at running a begun turn, doing `steps`."""
 
     def __init__(
-        self,
-        conversation: ConversationLog,
-        program: Program,
-        input: RunInput,
-        rule: ContextRule,
-        streams: Streams | None = None,
+        self, conversation: ConversationLog, input: RunInput, steps: TurnSteps, *, streams: Streams | None = None
     ) -> None:
         self.conversation = conversation
+        self.input = input
+        self.steps = steps
+        self.program = steps.program
         self.streams = streams
         self.stream: StreamWriting | None = None
         self.streamed = 0
-        self.program = program
-        self.input = input
-        self.rule = rule
         self.turn = input.turn
         self.owned = max(input.attempt, _heartbeat_attempt())
-        self.shown: Shown | None = None
+        self.shown = Shown(turns=[], saw=[], rows=[])
+        """What the turn is shown (nothing until it runs: a turn stopped before then saw nothing)."""
         self.on_end: Callable[[Turn], Awaitable[None]] | None = None
         """Called once this attempt appended the turn's `ended` record (its call is logged then)."""
 
     @property
     def saw(self) -> list[Record]:
         """What the turn was shown, as its `ended` record keeps it."""
-        return self.shown.saw if self.shown else []
+        return self.shown.saw
+
+    @property
+    def approve(self) -> Approve:
+        """The `approve` rule of this turn: its own (recorded), the send's, the conversation's, else the program's."""
+        settings = self.conversation.log.turns[self.turn].record.get("settings") or {}
+        for chosen in (settings.get("approve"), self.input.send.approve, self.input.config.approve):
+            if chosen is not None:
+                return check_approve(chosen)
+        return self.program.approve
+
+    @property
+    def remembers(self) -> dict[str, HelperMemory]:
+        """What each helper remembers in this turn (its send's setting, else the conversation's)."""
+        return self.input.send.memory(self.input.config)
 
     async def execute(self, provider: Provider, *, model: str, name: str) -> RunResult:
-        """Claim the turn if it needs it, call the model, and end the turn; or yield to another writer."""
-        turn = await self.conversation.turn(self.turn)
-        early = await self._settle(turn)
+        """Claim the turn if it needs it, run its steps, and end the turn; or yield to another writer."""
+        early = await self._settle(await self.conversation.turn(self.turn))
         if early is not None:
             return early
-        self.shown = shown_for_run(self.conversation.log, self.program, self.turn, self.rule, now=now())
-        request = request_of(self.program, self.shown, turn.inputs, model=name)
+        rule = rule_of(self.input.config, self.input.send)
+        self.shown = shown_for_run(self.conversation.log, self.program, self.turn, rule, now=now())
+        await self.steps.prepare(self, provider, model=model, name=name)
         if self.streams is not None:
             self.stream = self.streams.writer(self.turn, self.owned)
         try:
-            return await self._run(provider, request, model)
+            return await self._run()
         finally:
             if self.stream is not None:
                 self.stream.close()  # a try that raises (to be retried) leaves no file open
 
-    async def _run(self, provider: Provider, request: ModelRequest, model: str) -> RunResult:
-        """The model call beside the log watch: whichever finishes first decides how the try ends."""
+    async def _run(self) -> RunResult:
+        """The steps beside the log watch: whichever finishes first decides how the try ends."""
         started = time.monotonic()
-        call = asyncio.create_task(self._ask(provider, request, model))
+        call = asyncio.create_task(self.steps.answer())
         watch = asyncio.create_task(self._watch())
         try:
             await asyncio.wait({call, watch}, return_when=asyncio.FIRST_COMPLETED)
@@ -112,56 +121,23 @@ class TurnRun:
         call.cancel()
         return await self._interrupted(watch.result())
 
-    async def _ask(self, provider: Provider, request: ModelRequest, model: str) -> Reply:
-        """Call the model; a reply that does not fit the outputs gets one repair request (the usage of
-        both counts)."""
-        first: ModelReply | None = None
-        try:
-            first = await self._call(provider, request, model)
-            return self._checked(first)
-        except ThreadlineError as err:
-            if err.code != ErrorCode.PARSE_FAILED:
-                raise
-            repaired = await self._call(provider, self._repair(request, err), model)
-            return replace(self._checked(repaired), usage=add_usage(first.usage if first else {}, repaired.usage))
-
-    def _repair(self, request: ModelRequest, err: ThreadlineError) -> ModelRequest:
-        """The request asked again after a reply that did not fit: it says what was wrong."""
-        logger.info("model.repair_requested", turn=self.turn, attempt=self.owned, reason=err.message)
-        if self.stream is not None:
-            self.stream.write({"restart": True})
-        repair = Message("user", f"Your reply could not be used: {err.message}. Reply again, exactly as asked.")
-        return replace(request, messages=(*request.messages, repair))
-
-    async def _call(self, provider: Provider, request: ModelRequest, model: str) -> ModelReply:
-        logger.info("model.requested", turn=self.turn, attempt=self.owned, model=model)
-        return await provider.complete(request, self._on_text)
-
-    def _checked(self, reply: ModelReply) -> ModelReply:
-        """`reply` with its outputs checked against the program's (`parse-failed`); a reply that asks
-        for tools answers nothing yet."""
-        if reply.stop == "tools":
-            return reply
-        return replace(reply, outputs=self.program.validate_outputs(reply.outputs))
-
-    async def _on_text(self, piece: str) -> None:
-        self.streamed += len(piece)
-        if self.stream is not None:
-            self.stream.text(piece)
-
     async def fail(self, err: ThreadlineError) -> RunResult:
         """End the turn `failed` with `err` (a refusal no retry can fix)."""
-        return await self._end(lambda t: failed_record(t.id, err, attempt=self.owned, saw=self.saw))
+        error = self.steps.error(err)
+        return await self._end(lambda t: failed_record(t.id, error, attempt=self.owned, saw=self.saw))
 
     async def _settle(self, turn: Turn) -> RunResult | None:
-        """Before any model call: return at once if the turn ended, was taken over or asked to stop;
-        claim it (attempt + 1) if it reads interrupted."""
+        """Before any step: return at once if the turn ended, was taken over, waits for a person or was
+        asked to stop; claim it (attempt + 1) if it reads interrupted."""
         outcome = outcome_of(turn, self.input.send.request_id)
         if outcome is not None:
             return Ended(outcome=outcome, attempt=turn.attempt)
         if turn.attempt > self.owned:
             logger.info("turn.yielded", turn=self.turn, attempt=turn.attempt, owned=self.owned)
             return Yielded(attempt=turn.attempt)
+        paused = self.steps.waits(turn)
+        if paused is not None:
+            return paused
         if turn.stops:
             return await self._end(lambda t: stopped_record(t.id, attempt=self.owned, saw=[]))
         if turn.state(now()) == "interrupted":
@@ -171,21 +147,6 @@ class TurnRun:
         if self.owned > 1:  # a retry must learn of the claim even if this try dies at once
             activity.heartbeat({"attempt": self.owned})
         return None
-
-    async def _end_kept(self, build: _Builder) -> RunResult:
-        """`_end`, tried again (heartbeating) while the store cannot be written, for up to `REPLY_KEPT_S`."""
-        deadline, pause = time.monotonic() + REPLY_KEPT_S, 0.25
-        while True:
-            try:
-                return await self._end(build)
-            except ThreadlineError as err:
-                if err.code != ErrorCode.STORE_UNAVAILABLE or time.monotonic() > deadline:
-                    raise
-                if pause == 0.25:
-                    logger.warning("turn.end_deferred", turn=self.turn, attempt=self.owned, code=str(err.code))
-            activity.heartbeat({"attempt": self.owned, "streamed": self.streamed})
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, _KEPT_PAUSE_S)
 
     def _claim(self, log: Log, turn: Turn) -> list[Record] | None:
         if turn.ended or turn.attempt > self.owned or turn.state(now()) != "interrupted":
@@ -223,7 +184,7 @@ class TurnRun:
             if isinstance(reply, Paused) and self.stream is not None:
                 self.stream.end("waiting")
             return reply
-        result = await self._end_kept(lambda t: self._done(t, reply, seconds))
+        result = await self._end_kept(lambda t: self.steps.ended(t, reply, seconds))
         logger.info(
             "turn.completed",
             turn=self.turn,
@@ -234,12 +195,6 @@ class TurnRun:
         )
         return result
 
-    def _done(self, turn: Turn, reply: ModelReply, seconds: float) -> Record:
-        """The `ended` record of the turn that `reply` answered; its usage counts the topic call too."""
-        usage = add_usage(reply.usage, topic_usage(self.conversation.log, turn.record.get("request_id")))
-        answer = Answer(reply.outputs, model=reply.model, usage=usage, seconds=seconds)
-        return done_record(self.conversation.log, self.program, turn.id, answer, attempt=self.owned, saw=self.saw)
-
     async def _interrupted(self, why: Interruption) -> RunResult:
         if why != "stop" and self.stream is not None:
             self.stream.end("yielded")
@@ -249,6 +204,21 @@ class TurnRun:
             logger.info("turn.stopped", turn=self.turn, attempt=self.owned)
             return await self._end(lambda t: stopped_record(t.id, attempt=self.owned, saw=self.saw))
         return _result(await self.conversation.turn(self.turn), self.input.send.request_id)
+
+    async def _end_kept(self, build: _Builder) -> RunResult:
+        """`_end`, tried again (heartbeating) while the store cannot be written, for up to `REPLY_KEPT_S`."""
+        deadline, pause = time.monotonic() + REPLY_KEPT_S, 0.25
+        while True:
+            try:
+                return await self._end(build)
+            except ThreadlineError as err:
+                if err.code != ErrorCode.STORE_UNAVAILABLE or time.monotonic() > deadline:
+                    raise
+                if pause == 0.25:
+                    logger.warning("turn.end_deferred", turn=self.turn, attempt=self.owned, code=str(err.code))
+            activity.heartbeat({"attempt": self.owned, "streamed": self.streamed})
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, _KEPT_PAUSE_S)
 
     async def _end(self, build: _Builder) -> RunResult:
         """Append the turn's one `ended` record unless it ended already or another writer holds it."""
@@ -266,18 +236,39 @@ class TurnRun:
             self.stream.end(result.outcome.state if isinstance(result, Ended) else "yielded")
         return result
 
+    # ----- what the steps use of the try
 
-def add_usage(*usages: Mapping[str, int]) -> dict[str, int]:
-    """Token counts summed over several model calls (a count one call lacks counts as nothing)."""
-    out: dict[str, int] = {}
-    for usage in usages:
-        for name, count in usage.items():
-            if isinstance(count, int):
-                out[name] = out.get(name, 0) + count
-    return out
+    async def call_model(self, provider: Provider, request: ModelRequest, model: str) -> ModelReply:
+        """Ask the model, its text streamed into the turn's stream."""
+        logger.info("model.requested", turn=self.turn, attempt=self.owned, model=model)
+        return await provider.complete(request, self._on_text)
+
+    def repaired(self, request: ModelRequest, err: ThreadlineError) -> ModelRequest:
+        """`request` asked again after a reply that did not fit: it says what was wrong."""
+        logger.info("model.repair_requested", turn=self.turn, attempt=self.owned, reason=err.message)
+        if self.stream is not None:
+            self.stream.write({"restart": True})
+        repair = Message("user", f"Your reply could not be used: {err.message}. Reply again, exactly as asked.")
+        return replace(request, messages=(*request.messages, repair))
+
+    async def record(self, *records: Record) -> Ended | Yielded | None:
+        """Append `records` unless the turn ended or another writer took it (then how it stands)."""
+
+        def decide(_: Log, turn: Turn) -> list[Record] | None:
+            return None if turn.ended is not None or turn.attempt > self.owned else list(records)
+
+        turn = await self.conversation.append_if(self.turn, decide)
+        if turn.ended is not None or turn.attempt > self.owned:
+            return _result(turn, self.input.send.request_id)
+        return None
+
+    async def _on_text(self, piece: str) -> None:
+        self.streamed += len(piece)
+        if self.stream is not None:
+            self.stream.text(piece)
 
 
-def _result(turn: Turn, request_id: str) -> RunResult:
+def _result(turn: Turn, request_id: str) -> Ended | Yielded:
     """`Ended` with its outcome if the turn ended, else `Yielded` to whoever holds it."""
     outcome = outcome_of(turn, request_id)
     return Yielded(attempt=turn.attempt) if outcome is None else Ended(outcome=outcome, attempt=turn.attempt)

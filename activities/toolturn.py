@@ -1,4 +1,4 @@
-"""A model step of a turn whose program has tools: replayed from the log, then one step further.
+"""The steps of a turn whose program has tools: replayed from the log, then one step further.
 
 Each call of `run_turn` for such a turn rebuilds the exchange from the turn's records: a model reply
 recorded under the same request is taken instead of asking again (`reply` records, written before
@@ -15,9 +15,8 @@ import asyncio
 from dataclasses import dataclass, field, replace
 
 from core.errors import ErrorCode, ThreadlineError
-from core.models import Ended, Paused, RunResult, ToolRef, ToolRound, Yielded
-from store.backends.reader import now
-from store.log.state import Log, Turn
+from core.models import Paused, ToolRef, ToolRound
+from store.log.state import Turn
 from store.log.toolturn import (
     Answer,
     Approval,
@@ -35,13 +34,16 @@ from store.log.toolturn import (
     waiting_record,
 )
 from store.log.topics import topic_usage
-from store.programs.approvals import Approve, check_approve, decide, tool_path
+from store.programs.approvals import decide, tool_path
+from store.programs.program import Program
 from store.programs.tools import ToolCall
-from store.records import Record, ended_record, parse_time
+from store.records import Record, ended_record
 
 from .language_model import Message, ModelReply, ModelRequest, Provider
+from .plainturn import checked
+from .plan import request_of
 from .replies import reply_of, request_document, response_of
-from .run import Reply, TurnRun, _result, add_usage
+from .steps import Reply, TurnTry, add_usage, since_turn, waits_for_person
 
 MAX_STEPS = 8
 """Model calls per turn before it fails `step-limit` (functai's default `max_steps`)."""
@@ -72,36 +74,41 @@ class Round:
     unfinished: bool = False
 
 
-class ToolTurnRun(TurnRun):
-    """One try at a turn whose program has tools."""
+class ToolTurn:
+    """A turn of a program with tools (`steps.TurnSteps`): its request is a plain turn's, asked step by step."""
 
-    _exchange: Exchange | None = None
-    _last_key = ""
+    run: TurnTry
+    provider: Provider
+    model: str
+    request: ModelRequest
 
-    async def _settle(self, turn: Turn) -> RunResult | None:
-        if turn.ended is None and turn.attempt <= self.owned:
-            state = turn.state(now())
-            if state == "waiting":  # a retry after the `waiting` record: nothing more to do
-                return Paused(attempt=turn.attempt, approvals=turn.unanswered())
-            if state == "interrupted" and turn.unfinished():  # a tool may have run: a person says
-                return Paused(attempt=turn.attempt, reason="unfinished")
-        return await super()._settle(turn)
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self._exchange: Exchange | None = None
+        self._last_key = ""
 
-    @property
-    def approve(self) -> Approve:
-        """The `approve` rule of this turn: its own (recorded), the conversation's, else the program's."""
-        settings = self.conversation.log.turns[self.turn].record.get("settings") or {}
-        for chosen in (settings.get("approve"), self.input.send.approve, self.input.config.approve):
-            if chosen is not None:
-                return check_approve(chosen)
-        return self.program.approve
+    def waits(self, turn: Turn) -> Paused | None:
+        """Whether the turn waits for a person's answer, or for one to settle a tool that may have run."""
+        return waits_for_person(turn)
 
-    async def _ask(self, provider: Provider, request: ModelRequest, model: str) -> Reply:
-        book = ToolBook(await self.conversation.turn(self.turn))
+    async def prepare(self, run: TurnTry, provider: Provider, *, model: str, name: str) -> None:
+        """The request of the turn's first step: a plain turn's, with the program's tools offered."""
+        self.run, self.provider, self.model = run, provider, model
+        inputs = run.conversation.log.turns[run.turn].inputs
+        self.request = request_of(self.program, run.shown, inputs, model=name)
+
+    def error(self, err: ThreadlineError) -> ThreadlineError:
+        """The error itself: its code and message, no prompt text."""
+        return err
+
+    async def answer(self) -> Reply:
+        """Step by step: each reply recorded (or taken from the log), each round of tools decided, until
+        the model answers, tools must run, or a person must say."""
+        book = ToolBook(await self.run.conversation.turn(self.run.turn))
         so_far, taken = Exchange(), dict[str, int]()
         for _ in range(MAX_STEPS):
-            asked = replace(request, messages=(*request.messages, *so_far.messages))
-            reply = await self._step(provider, asked, model, book, taken)
+            asked = replace(self.request, messages=(*self.request.messages, *so_far.messages))
+            reply = await self._step(asked, book, taken)
             if not isinstance(reply, ModelReply):
                 return reply
             so_far.usage = add_usage(so_far.usage, reply.usage)
@@ -120,14 +127,7 @@ class ToolTurnRun(TurnRun):
         raise ThreadlineError(ErrorCode.STEP_LIMIT, f"no answer after {MAX_STEPS} model steps; ask for less per turn")
 
     async def _step(
-        self,
-        provider: Provider,
-        request: ModelRequest,
-        model: str,
-        book: ToolBook,
-        taken: dict[str, int],
-        *,
-        repair: bool = True,
+        self, request: ModelRequest, book: ToolBook, taken: dict[str, int], *, repair: bool = True
     ) -> Reply:
         """The reply to `request`: the one recorded for it, else the model's, recorded before it is used;
         an answer that does not fit the outputs is asked for once more (both replies count)."""
@@ -139,30 +139,20 @@ class ToolTurnRun(TurnRun):
                 taken[key] = taken.get(key, 0) + 1
                 reply = reply_of(recorded[taken[key] - 1].get("response"))
             else:
-                reply = await self._call(provider, request, model)
+                reply = await self.run.call_model(self.provider, request, self.model)
                 response = response_of(reply)
-                kept = await self._record(reply_record(self.turn, attempt=self.owned, key=key, response=response))
+                kept = await self.run.record(
+                    reply_record(self.run.turn, attempt=self.run.owned, key=key, response=response)
+                )
                 if kept is not None:
                     return kept
-            return self._checked(reply)
+            return checked(self.program, reply)
         except ThreadlineError as err:
             if err.code != ErrorCode.PARSE_FAILED or not repair:
                 raise
             used = reply.usage if "reply" in locals() else {}
-            again = await self._step(provider, self._repair(request, err), model, book, taken, repair=False)
+            again = await self._step(self.run.repaired(request, err), book, taken, repair=False)
             return replace(again, usage=add_usage(used, again.usage)) if isinstance(again, ModelReply) else again
-
-    async def _record(self, *records: Record) -> Reply | None:
-        """Append `records` unless the turn ended or another writer took it (then say how it stands)."""
-
-        def decide_(_: Log, turn: Turn) -> list[Record] | None:
-            return None if turn.ended is not None or turn.attempt > self.owned else list(records)
-
-        turn = await self.conversation.append_if(self.turn, decide_)
-        if turn.ended is not None or turn.attempt > self.owned:
-            result = _result(turn, self.input.send.request_id)
-            return result if isinstance(result, Ended | Yielded) else None
-        return None
 
     async def _round(self, calls: tuple[ToolCall, ...], book: ToolBook, before: int) -> Round:
         """Decide each call of one reply, in order: its recorded result, a person's answer, or a run."""
@@ -196,7 +186,7 @@ class ToolTurnRun(TurnRun):
         effects = tool.effects if tool is not None else "reads"
         if book.differs(site, invocation, call):  # a result recorded for another call: never feed it
             item = approval_item(
-                self.turn,
+                self.run.turn,
                 invocation=invocation,
                 call=call,
                 effects=effects,
@@ -204,17 +194,19 @@ class ToolTurnRun(TurnRun):
                 question=MISMATCH,
             )
             return item, book.answer(site, invocation, "threadline")
-        rule = self.approve
+        rule = self.run.approve
         needs = decide(rule, name=call.name, effects=effects, path=tool_path(self.program.name, call.name))
         if needs == "run":
             return None, None
-        item = approval_item(self.turn, invocation=invocation, call=call, effects=effects, program=self.program.name)
+        item = approval_item(
+            self.run.turn, invocation=invocation, call=call, effects=effects, program=self.program.name
+        )
         answer = book.answer(site, invocation)
         if answer is None and needs == "function" and callable(rule):
             if later:
                 return None, None
             answer = verdict_of(await asyncio.to_thread(rule, Approval.of(item)))
-            await self._record(approval_record(self.turn, item, yes=answer.yes, by=None, reason=answer.reason))
+            await self.run.record(approval_record(self.run.turn, item, yes=answer.yes, by=None, reason=answer.reason))
         return item, answer
 
     def _ref(self, call: ToolCall, invocation: int, index: int) -> ToolRef:
@@ -234,16 +226,18 @@ class ToolTurnRun(TurnRun):
         )
 
     async def _pause(self, decided: Round) -> Reply:
+        owned = self.run.owned
         if decided.run:
-            return ToolRound(attempt=self.owned, calls=decided.run)
+            return ToolRound(attempt=owned, calls=decided.run)
         if decided.unfinished:
-            return Paused(attempt=self.owned, reason="unfinished")
-        waiting = waiting_record(self.turn, attempt=self.owned, approvals=decided.ask, saw=self.saw)
-        kept = await self._record(waiting)
-        return kept or Paused(attempt=self.owned, approvals=decided.ask)
+            return Paused(attempt=owned, reason="unfinished")
+        waiting = waiting_record(self.run.turn, attempt=owned, approvals=decided.ask, saw=self.run.saw)
+        kept = await self.run.record(waiting)
+        return kept or Paused(attempt=owned, approvals=decided.ask)
 
-    def _done(self, turn: Turn, reply: ModelReply, seconds: float) -> Record:
-        so_far = self._exchange or Exchange()
+    def ended(self, turn: Turn, reply: ModelReply, seconds: float) -> Record:
+        """The `ended` record of the turn `reply` answered: every call of every step in its outputs and lmcc."""
+        so_far, owned = self._exchange or Exchange(), self.run.owned
         outputs = {**reply.outputs, "calls": all_calls(so_far.calls)}
         lmcc = tool_lmcc(
             signature=self.program.signature,
@@ -254,18 +248,13 @@ class ToolTurnRun(TurnRun):
         )
         return ended_record(
             turn.id,
-            attempt=self.owned,
+            attempt=owned,
             state="done",
-            saw=self.saw,
-            seconds=_since_turn(turn) if self.owned == 1 else seconds,
-            usage=add_usage(reply.usage, topic_usage(self.conversation.log, turn.record.get("request_id"))),
+            saw=self.run.saw,
+            seconds=since_turn(turn) if owned == 1 else seconds,
+            usage=add_usage(reply.usage, topic_usage(self.run.conversation.log, turn.record.get("request_id"))),
             outputs=outputs,
             value=reply.outputs.get(self.program.answer),
             lmcc=lmcc,
             model=reply.model,
         )
-
-
-def _since_turn(turn: Turn) -> float:
-    """Seconds since the turn was sent (its first attempt's duration, every tool round included)."""
-    return max(0.0, now() - parse_time(turn.record.get("at")))

@@ -32,13 +32,14 @@ from core.temporal import coded
 from store.backends.reader import LogCache, now
 from store.log.state import Log, Turn
 from store.log.turns import Begin, Busy, failed_record, stop_records
+from store.log.turns import begin_turn as decide_turn
 from store.programs.code import refuse
 from store.programs.program import Program
 from store.records import Record, head_record, iso
 
 from .calls import CallWriter
 from .outcomes import outcome_of
-from .plan import plan_turn, turn_request
+from .plan import turn_request
 
 logger = structlog.get_logger(__name__)
 
@@ -79,7 +80,7 @@ class TranscriptActivities:
             log = await conversation.read()
             if send.continue_from and send.continue_from not in log.turns:
                 raise ThreadlineError(ErrorCode.TURN_UNKNOWN, f"turn {send.continue_from} is not in this conversation")
-            decided = plan_turn(log, program, request, model="", now=now()).decided
+            decided = decide_turn(log, program, request, now=now())  # no model request: `run_turn` builds it
             if isinstance(decided, Busy):
                 return BeginResult(kind="busy", turn=decided.turn, records=log.n, store_id=store_id)
             if not isinstance(decided, Begin):
