@@ -106,7 +106,11 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         logger.warning("service.open", reason="no API keys are set (THREADLINE_API_KEYS): anyone may call it")
     scoped = sum(key.stores is not None for key in config.keys)
     logger.info("service.started", keys=len(config.keys), scoped=scoped, max_body_bytes=config.max_body_bytes)
-    yield
+    try:
+        yield
+    finally:
+        tl: Threadline = app.state.tl
+        await tl.close()  # the service owns the client it serves: its stores' connections end with it
 
 
 def create_app(
@@ -116,7 +120,9 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     cors_origins: Sequence[str] = (),
 ) -> FastAPI:
-    """The service's app: `keys` (none: open), a body limit, and the origins CORS allows (none by default)."""
+    """The service's app: `keys` (none: open), a body limit, and the origins CORS allows (none by default).
+
+    The app owns `tl`: it closes it (its stores' connections) when it stops."""
     parsed = tuple(key if isinstance(key, APIKey) else APIKey.parse(key) for key in keys)
     codes = "\n".join(f"- `{code}`: {status}" for code, status in STATUS.items())
     app = FastAPI(
@@ -158,7 +164,4 @@ async def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -
         ws="none",
         timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
-    try:
-        await uvicorn.Server(config).serve()
-    finally:
-        await tl.close()
+    await uvicorn.Server(config).serve()  # its lifespan closes `tl`, also when it fails to listen
