@@ -53,7 +53,6 @@ logger = structlog.get_logger(__name__)
 
 STICKY_TIMEOUT = timedelta(seconds=2)
 """How long a cached conversation's next task waits for this worker before any worker takes it."""
-Replays = AsyncIterator[WorkflowReplayResult]
 HEARTBEAT_THROTTLE = timedelta(seconds=1)
 """Heartbeats (and so stops and crash detection) get out at least this often."""
 
@@ -116,6 +115,9 @@ def _stores_of(settings: Settings, stores: Mapping[str, Store] | StoreSet | None
     given = None if stores is None else {name: Threaded(store) for name, store in stores.items()}
     made = StoreSet(settings.named_stores(), records=given)
     return made, [ClosingStores(made)]
+
+
+Replays = AsyncIterator[WorkflowReplayResult]
 
 
 class ClosingStores(Plugin):
