@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import structlog
-from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.client import Client, WorkflowHistory
+from temporalio.worker import Plugin, Replayer, ReplayerConfig, Worker, WorkerConfig, WorkflowReplayResult
 
 from activities.calls import CallWriter
 from activities.conversations import ConversationActivities
@@ -35,13 +35,15 @@ from core.temporal import connect_temporal
 from store.backends.base import Store
 from store.backends.blobs import open_blobs
 from store.backends.folder import FolderStore
-from store.backends.opening import StoreSet, migrate_stores, open_sync
+from store.backends.opening import StoreSet, migrate_stores
+from store.backends.pgstreams import PostgresStreams
 from store.backends.postgres import PostgresStore
 from store.backends.reader import LogCache, Threaded
 from store.calls.folder import call_folder
 from store.calls.lines import CallLog
 from store.calls.log import call_log
 from store.calls.metrics import load_metrics
+from store.calls.postgres import PostgresCallLog
 from store.flows.manager import load_flows
 from store.programs.program import load_programs
 from workflows.conversation import ConversationWorkflow
@@ -74,21 +76,20 @@ def build_worker(
         client: The Temporal client.
         settings: Where the stores are, the task queue, the programs, the default model.
         stores: The stores to use: a `StoreSet` (closed by whoever made it), or blocking stores by
-            name (tests), or None to open `settings`' stores (folders, PostgreSQL databases).
+            name (tests, theirs to close), or None to open `settings`' stores (folders, PostgreSQL
+            databases). What the worker opens itself it closes once it has stopped.
         providers: The model providers (default: the offline model only).
     """
-    calls = CallWriter(call_logs(settings, stores))
-    if not isinstance(stores, StoreSet):
-        given = None if stores is None else {name: Threaded(store) for name, store in stores.items()}
-        stores = StoreSet(settings.named_stores(), records=given)
-    logs = LogCache(stores.records)
+    opened, plugins = _stores_of(settings, stores)
+    calls = CallWriter(call_logs(settings, opened if stores is None else stores))
+    logs = LogCache(opened.records)
     programs = load_programs(settings.programs)
     transcript = TranscriptActivities(logs, programs, calls=calls)
     models = Providers(providers if providers is not None else default_providers(settings))
     merges = MergeActivities(logs, programs, models, default_model=settings.model, calls=calls)
     evaluations = EvaluationActivities(programs, load_metrics(settings.programs), models, default_model=settings.model)
     tools, waiting = ToolActivities(logs, programs), WaitingActivities(logs)
-    llm = LLMActivities(logs, programs, models, default_model=settings.model, streams=stores.streams, calls=calls)
+    llm = LLMActivities(logs, programs, models, default_model=settings.model, streams=opened.streams, calls=calls)
     guided = load_flows((*settings.programs, *settings.flows))  # a module may hold programs and flows
     flows = FlowActivities(logs, guided, models, default_model=settings.model)
     records = ConversationActivities(logs, programs)
@@ -103,7 +104,51 @@ def build_worker(
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
         graceful_shutdown_timeout=timedelta(seconds=5),
+        plugins=plugins,
     )
+
+
+def _stores_of(settings: Settings, stores: Mapping[str, Store] | StoreSet | None) -> tuple[StoreSet, list[Plugin]]:
+    """The worker's store set, and the plugin that closes it after the worker stops when the worker made it."""
+    if isinstance(stores, StoreSet):
+        return stores, []
+    given = None if stores is None else {name: Threaded(store) for name, store in stores.items()}
+    made = StoreSet(settings.named_stores(), records=given)
+    return made, [ClosingStores(made)]
+
+
+Replays = AsyncIterator[WorkflowReplayResult]
+
+
+class ClosingStores(Plugin):
+    """Closes a worker's own store set (pools, listeners, stream writers) once the worker has stopped."""
+
+    def __init__(self, stores: StoreSet) -> None:
+        self.stores = stores
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        """Nothing to change."""
+        return config
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        """Run the worker, then close the stores, however it stopped."""
+        try:
+            await next(worker)
+        finally:
+            await self.stores.close()
+
+    def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
+        """Nothing to change: a replayer opens no store."""
+        return config
+
+    def run_replayer(
+        self,
+        replayer: Replayer,
+        histories: AsyncIterator[WorkflowHistory],
+        next: Callable[[Replayer, AsyncIterator[WorkflowHistory]], AbstractAsyncContextManager[Replays]],
+    ) -> AbstractAsyncContextManager[Replays]:
+        """Replay as without the plugin."""
+        return next(replayer, histories)
 
 
 def activities_of(*holders: object) -> list[Callable[..., Any]]:
@@ -125,43 +170,41 @@ async def run(settings: Settings, *, client: Client | None = None, stop: asyncio
         loop.add_signal_handler(sig, stop.set)
     # Migrated before anything polls: a database that cannot be reached stops the worker here.
     await migrate_stores(settings.named_stores())
-    stores = StoreSet(settings.named_stores())
-    async with new_http_client() as http:
-        providers = build_providers(settings, http)
-        worker = build_worker(
-            client or await connect_temporal(settings, open_blobs(settings)),
-            settings,
-            stores=stores,
-            providers=providers,
-        )
-        try:
-            async with worker:
-                logger.info(
-                    "worker.started",
-                    task_queue=settings.task_queue,
-                    address=settings.address,
-                    providers=sorted(providers),
-                    stores=stores.names(),
-                )
-                await stop.wait()
-                logger.info("worker.stopping")
-        finally:
-            await stores.close()
+    async with AsyncExitStack() as opened:  # what this worker opens, closed (last opened first) after it stops
+        stores = StoreSet(settings.named_stores())
+        opened.push_async_callback(stores.close)
+        if client is None:
+            blobs = open_blobs(settings)
+            opened.push_async_callback(blobs.close)
+            client = await connect_temporal(settings, blobs)
+        providers = build_providers(settings, await opened.enter_async_context(new_http_client()))
+        async with build_worker(client, settings, stores=stores, providers=providers):
+            logger.info(
+                "worker.started",
+                task_queue=settings.task_queue,
+                address=settings.address,
+                providers=sorted(providers),
+                stores=stores.names(),
+            )
+            await stop.wait()
+            logger.info("worker.stopping")
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.remove_signal_handler(sig)
 
 
-def call_logs(settings: Settings, stores: Mapping[str, Store] | StoreSet | None = None) -> dict[str, CallLog]:
+def call_logs(settings: Settings, stores: Mapping[str, Store] | StoreSet) -> dict[str, CallLog]:
     """Each store's call log: a folder store's in `<store folder>/calls` unless `THREADLINE_CALL_LOGS`
-    names another folder, a PostgreSQL store's in its schema; a store given as an object keeps its own."""
-    if stores is not None and not isinstance(stores, StoreSet):
+    names another folder, a PostgreSQL store's in its schema (through the pool of the store set's
+    streams: opened on first write, closed with the set); a store given as an object keeps its own."""
+    if not isinstance(stores, StoreSet):
         return {
             name: call_log(store) for name, store in stores.items() if isinstance(store, FolderStore | PostgresStore)
         }
-    specs = settings.named_stores() if stores is None else stores.specs
     return {
-        name: call_folder(settings.call_log_folder(name)) if isinstance(spec, Path) else call_log(open_sync(spec))
-        for name, spec in specs.items()
+        name: PostgresCallLog(streams)
+        if isinstance(streams, PostgresStreams)
+        else call_folder(settings.call_log_folder(name))
+        for name, streams in stores.streams.items()
     }
 
 

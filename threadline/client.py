@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -51,7 +51,7 @@ from core.models import (
 from core.settings import Settings
 from core.temporal import connect_temporal, from_failure, workflow_id
 from store.backends.base import check_id
-from store.backends.blobs import open_blobs
+from store.backends.blobs import FolderBlobs, open_blobs
 from store.backends.opening import StoreSet
 from store.backends.reader import ConversationLog, LogCache, now
 from store.backends.streams import StreamReader
@@ -69,6 +69,9 @@ from .guided import FlowMethods
 from .listing import Listing
 from .reading import Page, Turn, find_turn, history, to_turn
 from .turnstream import TurnStream
+
+if TYPE_CHECKING:
+    from store.backends.pgblobs import PostgresBlobs
 
 
 async def connect(settings: Settings | None = None, *, client: Client | None = None, lazy: bool = False) -> Threadline:
@@ -104,10 +107,14 @@ class Threadline(Listing):
         self.stores = StoreSet(settings.named_stores())
         """Every store the settings name (a folder or a PostgreSQL database), opened on first use."""
         self.logs = LogCache(self.stores.records)
+        self._blobs: FolderBlobs | PostgresBlobs | None = None
 
     async def close(self) -> None:
-        """Close the stores this client opened (database connections); the Temporal client stays."""
+        """Close the stores and the payload store this client opened (database connections); the
+        Temporal client stays (one it made keeps its payload store, which opens again on use)."""
         await self.stores.close()
+        if self._blobs is not None:
+            await self._blobs.close()
 
     def programs(self) -> dict[str, Program]:
         """The programs this client knows (built in, and from THREADLINE_PROGRAMS), loaded once."""
@@ -118,7 +125,8 @@ class Threadline(Listing):
     async def temporal(self) -> Client:
         """The Temporal client, connected on first use (and Threadline's search attributes looked up)."""
         if self._client is None:
-            self._client = await connect_temporal(self.settings, open_blobs(self.settings))
+            self._blobs = open_blobs(self.settings)
+            self._client = await connect_temporal(self.settings, self._blobs)
         if self.search_attributes is None:
             self.search_attributes = await _registered(self._client, self.settings.namespace)
         return self._client

@@ -77,9 +77,14 @@ async def evaluate(
         ThreadlineError: `program-unknown`, `metric-unknown`, `inputs-invalid` (a row lacks an
             input) or `invalid-request` (no rows, a value with no JSON form), before any row is asked.
     """
+    if tl is None:  # a connection of its own, closed (its payload store's pool) at the end
+        own = await connect(settings)
+        try:
+            return await evaluate(program, rows, metric, lm, concurrency, tl=own, id=id, on_progress=on_progress)
+        finally:
+            await own.close()
     name = program.name if isinstance(program, Program) else program
     metric_name = metric.name if isinstance(metric, Metric) else metric
-    tl = tl or await connect(settings)
     data = [_json_row(row, i) for i, row in enumerate(rows)]
     if not data:
         raise ThreadlineError(ErrorCode.INVALID_REQUEST, "the evaluation has no rows")

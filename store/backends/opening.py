@@ -2,10 +2,12 @@
 the HTTP service reach a store, whatever it is.
 
     folder                  Threaded(FolderStore(folder))   and StreamLog(folder)
-    postgresql://...        AsyncPostgresStore (lazily)      and PostgresStreams (lazily, written off the loop)
+    postgresql://...        AsyncPostgresStore (lazily)      and PostgresStreams (lazily, written off the loop;
+                                                             a worker's call log writes through its pool too)
 
 Nothing is opened until it is first used: a folder is made, a database connected and migrated, then.
-A `StoreSet` holds what it opened and closes it all at the end.
+A `StoreSet` holds what it opened and closes it all at the end: whoever makes one closes it (a
+worker, a `Threadline` client, the HTTP service through its client, a command).
 """
 
 from __future__ import annotations
@@ -95,7 +97,7 @@ def open_streams(spec: StoreSpec) -> Streams:
     """The turn text streams of the store at `spec` (nothing is opened until a stream is written or read)."""
     if is_database_url(spec):
         url, schema = postgres_url(str(spec))
-        return PostgresStreams(url, schema=schema)
+        return PostgresStreams(url, schema=schema, max_size=8)  # a worker's call log shares its pool
     return StreamLog(spec)
 
 

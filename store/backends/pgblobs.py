@@ -13,7 +13,7 @@ from core.errors import ErrorCode, ThreadlineError
 
 from .locate import postgres_url
 from .migrate import migrate
-from .pgsql import reachable
+from .pgsql import async_checked, reachable
 
 
 class PostgresBlobs:
@@ -60,7 +60,8 @@ class PostgresBlobs:
         async with self._opening:
             if self._pool is None:
                 await asyncio.to_thread(migrate, self._url, schema=self.schema)
-                pool = AsyncConnectionPool(self._url, min_size=1, max_size=self._max_size, open=False)
+                check = async_checked(lambda: pool)
+                pool = AsyncConnectionPool(self._url, min_size=1, max_size=self._max_size, open=False, check=check)
                 with reachable():
                     await pool.open(wait=True, timeout=10)
                 self._pool = pool

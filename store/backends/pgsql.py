@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+import select
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from core.errors import ErrorCode, ThreadlineError
 
@@ -155,6 +157,61 @@ class StoreBase:
         """The read's parameters; a NULL limit reads to the end."""
         bound = None if limit is None else max(int(limit), 0)
         return {"c": check_id(conversation), "after": max(int(after or 0), 0), "limit": bound}
+
+
+# ----- the pools' check: an idle connection may have died with a restart of the server
+
+
+def spoke(conn: psycopg.BaseConnection[Any]) -> bool:
+    """Whether the server sent something on an idle connection (or closed it), without a round trip.
+
+    A server that ends a connection (a restart, a crash) sends its last error and closes the socket,
+    which makes it readable; a live idle connection's socket is quiet (pooled connections LISTEN to
+    nothing). A poll costs a system call where a round trip costs as much as a small read.
+    """
+    if conn.closed:
+        return True
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def checked(pool: Callable[[], ConnectionPool[Any]]) -> Callable[[psycopg.Connection[Any]], None]:
+    """The `check` of the pool `pool()` returns: a connection the server `spoke` on must answer a
+    round trip, or is discarded and another taken (the first read after a restart succeeds).
+
+    One dead connection means the server restarted and the other idle ones died with it: they are
+    all checked at once, so the pool's pause between failed checks (a second, doubling) comes once,
+    not once per dead connection.
+    """
+
+    def check(conn: psycopg.Connection[Any]) -> None:
+        if not spoke(conn):
+            return
+        try:
+            ConnectionPool.check_connection(conn)
+        except psycopg.Error:
+            pool().check()
+            raise
+
+    return check
+
+
+def async_checked(
+    pool: Callable[[], AsyncConnectionPool[Any]],
+) -> Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]]:
+    """`checked` for an `AsyncConnectionPool`."""
+
+    async def check(conn: psycopg.AsyncConnection[Any]) -> None:
+        if not spoke(conn):
+            return
+        try:
+            await AsyncConnectionPool.check_connection(conn)
+        except psycopg.Error:
+            await pool().check()
+            raise
+
+    return check
 
 
 # ----- the steps around the statements

@@ -13,6 +13,8 @@ import json
 import queue
 import secrets
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,6 +160,13 @@ class PostgresStreams:
     def read(self, turn: str, offset: int = 0) -> list[tuple[int, dict[str, Any]]]:
         """See `PostgresStreamLog.read` (blocking: call it from a thread)."""
         return self.opened().read(turn, offset)
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Row]]:
+        """A connection of the store's pool, opened now if it was not yet (blocking): what a worker's
+        call log writes through, so that a store has one blocking pool and one owner closing it."""
+        with self.opened().store.connection() as conn:
+            yield conn
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every queued event is written (or dropped); return whether that happened in time."""

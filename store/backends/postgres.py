@@ -22,7 +22,19 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from .base import check_id, check_records
 from .migrate import migrate
-from .pgsql import DEFAULT_SCHEMA, Lines, Row, StoreBase, add_params, numbered, parse_row, raw_line, reachable
+from .pgsql import (
+    DEFAULT_SCHEMA,
+    Lines,
+    Row,
+    StoreBase,
+    add_params,
+    async_checked,
+    checked,
+    numbered,
+    parse_row,
+    raw_line,
+    reachable,
+)
 
 
 class PostgresStore(StoreBase):
@@ -49,7 +61,7 @@ class PostgresStore(StoreBase):
         if migrate_schema:
             migrate(url, schema=schema)
         self._pool: ConnectionPool[psycopg.Connection[Row]] = ConnectionPool(
-            url, open=True, **self._pool_args(max_size)
+            url, open=True, check=checked(lambda: self._pool), **self._pool_args(max_size)
         )
 
     def close(self) -> None:
@@ -168,7 +180,7 @@ class AsyncPostgresStore(StoreBase):
         super().__init__(url, schema, timeout)
         self._migrate = migrate_schema
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Row]] = AsyncConnectionPool(
-            url, open=False, **self._pool_args(max_size)
+            url, open=False, check=async_checked(lambda: self._pool), **self._pool_args(max_size)
         )
 
     async def open(self) -> None:

@@ -10,25 +10,40 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
+import psycopg
 from psycopg import sql
 
 from core.errors import ErrorCode, ThreadlineError
-from store.backends.postgres import PostgresStore
 from store.records import Record
 
 from .lines import Logged, parse
+
+
+class Connections(Protocol):
+    """Where a call log takes its connections: a `PostgresStore`, or a worker's `PostgresStreams`
+    (which opens its store on first use and shares it with the call log)."""
+
+    @property
+    def schema(self) -> str:
+        """The store's schema."""
+        ...
+
+    def connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
+        """A pooled connection (autocommit), a connection failure in the block `store-unavailable`."""
+        ...
 
 
 class PostgresCallLog:
     """The `call_log` table of a PostgreSQL store's schema.
 
     Args:
-        store: The store whose connections and schema it uses.
+        store: The store whose connections and schema it uses (it stays its owner's to close).
     """
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: Connections) -> None:
         self.store = store
         self.where = f"postgresql schema {store.schema}"
 

@@ -4,7 +4,8 @@
         url = server.create_database("threadline")
 
 It listens on a free 127.0.0.1 port, with its unix socket in the same folder, and is stopped and
-removed at the end. initdb refuses to run as root, so as root the folder is given to the `postgres`
+removed at the end; `restart()` stops it and starts it again on the same data folder and port.
+initdb refuses to run as root, so as root the folder is given to the `postgres`
 user and the server's programs run as that user (`runuser -u postgres --`); otherwise they run as
 the current user.
 """
@@ -57,6 +58,8 @@ class PostgresServer:
     port: int
     host: str = "127.0.0.1"
     """The address clients reach it on (127.0.0.1 unless it listens on another too)."""
+    options: tuple[str, ...] = ()
+    """The `postgres` options it was started with (a restart uses them again)."""
 
     @property
     def data(self) -> Path:
@@ -71,6 +74,17 @@ class PostgresServer:
         with psycopg.connect(self.url().replace(self.host, "127.0.0.1"), autocommit=True) as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         return self.url(name)
+
+    def start(self) -> None:
+        """Start the server on its data folder and port (waiting until it takes connections)."""
+        log = self.folder / "server.log"
+        argv = [str(BIN / "pg_ctl"), "-D", str(self.data), "-l", str(log), "-w", "-o", " ".join(self.options)]
+        _run([*argv, "start"], self.folder)
+
+    def restart(self, mode: str = "fast") -> None:
+        """Stop the server (`fast`: clients are disconnected; `immediate`: as a crash) and start it again."""
+        _run([str(BIN / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop"], self.folder)
+        self.start()
 
     def stop(self) -> None:
         """Stop the server (fast shutdown: clients are disconnected) and remove its folder."""
@@ -94,6 +108,10 @@ def start(*, durable: bool = False, host: str | None = None, network: str | None
     if os.geteuid() == 0:
         shutil.chown(folder, SUPERUSER)
     server = PostgresServer(folder, free_port(), host or "127.0.0.1")
+    addresses = ",".join(dict.fromkeys(["127.0.0.1", server.host]))
+    options = ["-c", f"listen_addresses={addresses}", "-c", f"port={server.port}"]
+    options += ["-c", f"unix_socket_directories={folder}", "-c", "max_connections=300"]
+    server.options = tuple(options + ([] if durable else FAST))
     try:
         _run(
             [str(BIN / "initdb"), "-D", str(server.data), "-U", SUPERUSER, "-A", "trust", "-E", "UTF8", "--locale=C"],
@@ -102,15 +120,7 @@ def start(*, durable: bool = False, host: str | None = None, network: str | None
         if network is not None:
             with (server.data / "pg_hba.conf").open("a", encoding="utf-8") as hba:
                 hba.write(f"host all all {network} trust\n")
-        addresses = ",".join(dict.fromkeys(["127.0.0.1", server.host]))
-        options = ["-c", f"listen_addresses={addresses}", "-c", f"port={server.port}"]
-        options += ["-c", f"unix_socket_directories={folder}", "-c", "max_connections=300"]
-        options += [] if durable else FAST
-        log = folder / "server.log"
-        _run(
-            [str(BIN / "pg_ctl"), "-D", str(server.data), "-l", str(log), "-w", "-o", " ".join(options), "start"],
-            folder,
-        )
+        server.start()
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise

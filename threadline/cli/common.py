@@ -90,7 +90,7 @@ async def open_conversation(args: argparse.Namespace, settings: Settings, **opti
     if service_url() is None:
         return await open_local(args, settings, **options)
     service = Service.from_env()
-    _OPENED.append(service.close)
+    close_at_end(service.close)
     config = ConversationConfig(
         store=args.store, conversation=args.id, program=getattr(args, "program", "tutor"), **options
     )
@@ -103,8 +103,13 @@ async def open_local(args: argparse.Namespace, settings: Settings, **options: An
     check_id(args.id)
     settings.store_spec(args.store)
     threadline = await connect(settings, lazy=True)
-    _OPENED.append(threadline.close)
+    close_at_end(threadline.close)
     return threadline.conversation(getattr(args, "program", "tutor"), args.id, store=args.store, **options)
+
+
+def close_at_end(close: Callable[[], Awaitable[None]]) -> None:
+    """Have `close_opened` call `close` when the command ends (what the command opened, last first)."""
+    _OPENED.append(close)
 
 
 async def close_opened() -> None:

@@ -20,7 +20,7 @@ from threadline.listing import STATES
 from threadline.transcript import FlowView
 
 from . import output
-from .common import Subcommands, add_conversation, add_store, open_local
+from .common import Subcommands, add_conversation, add_store, close_at_end, open_local
 from .output import Output
 
 
@@ -100,6 +100,7 @@ async def run_list(args: argparse.Namespace, out: Output) -> int:
     settings = Settings.from_env()
     settings.store_folder(args.store)
     tl = await connect(settings)
+    close_at_end(tl.close)
     page = await tl.conversations(
         store=args.store,
         program=args.program,

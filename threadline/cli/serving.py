@@ -20,7 +20,7 @@ from threadline.client import connect
 from threadline.devserver import DevServer
 
 from . import output
-from .common import Subcommands
+from .common import Subcommands, close_at_end
 from .output import Output
 
 DEMO_QUESTIONS = ("Hi, I'm Alex.", "What is 1/2 + 1/3?", "Is it 2/5?")
@@ -136,7 +136,7 @@ async def run_codec(args: argparse.Namespace, out: Output) -> int:
 async def _serve_with_worker(
     settings: Settings, server: DevServer, demo_wanted: bool, stop: asyncio.Event, out: Output
 ) -> None:
-    client = await connect_temporal(settings, open_blobs(settings))
+    client = await _connected(settings)
     demo = asyncio.create_task(_demo(client, settings, ui_url=server.ui_url, out=out)) if demo_wanted else None
     try:
         await _run_worker(settings, client=client, stop=stop)
@@ -159,11 +159,18 @@ async def _on_exit(server: DevServer, stop: asyncio.Event) -> ThreadlineError:
 async def run_worker(args: argparse.Namespace, out: Output) -> int:
     """Run a worker for the server at THREADLINE_TEMPORAL_ADDRESS until SIGINT or SIGTERM."""
     settings = Settings.from_env()
-    client = await connect_temporal(settings, open_blobs(settings))
+    client = await _connected(settings)
     data = {"address": settings.address, "task_queue": settings.task_queue}
     out.emit(data, f"Worker on task queue {settings.task_queue!r} at {settings.address}; press Ctrl-C to stop.")
     await _run_worker(settings, client=client)
     return 0
+
+
+async def _connected(settings: Settings) -> Client:
+    """A client of Temporal whose payload store (a database's pool) is closed when the command ends."""
+    blobs = open_blobs(settings)
+    close_at_end(blobs.close)
+    return await connect_temporal(settings, blobs)
 
 
 async def run_serve(args: argparse.Namespace, out: Output) -> int:
@@ -188,7 +195,9 @@ def _ready(server: DevServer, settings: Settings, *, serving: bool, codec: str |
 
 async def _demo(client: Client, settings: Settings, *, ui_url: str | None, out: Output) -> None:
     """Hold a three-turn conversation with the offline model, then say where the UI shows it."""
-    chat = (await connect(settings, client=client)).conversation("tutor", f"demo-{uuid.uuid4().hex[:8]}", lm="offline")
+    tl = await connect(settings, client=client)
+    close_at_end(tl.close)
+    chat = tl.conversation("tutor", f"demo-{uuid.uuid4().hex[:8]}", lm="offline")
     out.emit({"demo": chat.id}, f"\nDemo conversation {chat.id} (tutor, offline model):")
     try:
         for question in DEMO_QUESTIONS:

@@ -108,7 +108,11 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         logger.warning("service.open", reason="no API keys are set (THREADLINE_API_KEYS): anyone may call it")
     scoped = sum(key.stores is not None for key in config.keys)
     logger.info("service.started", keys=len(config.keys), scoped=scoped, max_body_bytes=config.max_body_bytes)
-    yield
+    try:
+        yield
+    finally:
+        tl: Threadline = app.state.tl
+        await tl.close()  # the service owns the client it serves: its stores' connections end with it
 
 
 def create_app(
@@ -118,7 +122,9 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     cors_origins: Sequence[str] = (),
 ) -> FastAPI:
-    """The service's app: `keys` (none: open), a body limit, and the origins CORS allows (none by default)."""
+    """The service's app: `keys` (none: open), a body limit, and the origins CORS allows (none by default).
+
+    The app owns `tl`: it closes it (its stores' connections) when it stops."""
     parsed = tuple(key if isinstance(key, APIKey) else APIKey.parse(key) for key in keys)
     codes = "\n".join(f"- `{code}`: {status}" for code, status in STATUS.items())
     app = FastAPI(
@@ -165,10 +171,7 @@ async def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -
     own = ServiceSettings.from_env()
     tl = await connect(settings)
     app = create_app(tl, keys=own.keys, max_body_bytes=own.max_body_bytes, cors_origins=own.cors_origins)
-    try:
-        await uvicorn.Server(_uvicorn(app, host, port)).serve()
-    finally:
-        await tl.close()
+    await uvicorn.Server(_uvicorn(app, host, port)).serve()  # its lifespan closes `tl`, also when it fails to listen
 
 
 class _Embedded(uvicorn.Server):
