@@ -16,6 +16,7 @@ import structlog
 from temporalio import activity
 
 from core.errors import ErrorCode, ThreadlineError
+from core.limits import check_text
 from core.models import (
     MAX_REQUEST_ID,
     ConversationRef,
@@ -73,7 +74,7 @@ class FlowActivities:
     async def start_flow(self, input: FlowStart) -> FlowResult:
         """Start a flow: a turn answering `input.message` with the first prompt, and a `started`
         entry (a flow still active is abandoned first, `replaced`)."""
-        _check(input.message, input.request_id)
+        _check(input.message, input.request_id, flow=input.flow)
         conversation = await self.logs.open(input.store, input.conversation, input.store_id)
 
         def decide(log: Log) -> Exchange:
@@ -89,7 +90,7 @@ class FlowActivities:
         """Take a message as the active flow's answer: check it, then record the turn (the answer in,
         the next prompt, a re-prompt or the closing words out) and the flow's entries. With no
         flow active nothing is recorded (`in_flow` False)."""
-        _check(input.message, input.request_id)
+        _check(input.message, input.request_id, flow=input.flow, lm=input.lm)
         conversation = await self.logs.open(input.store, input.conversation, input.store_id)
         while True:
             log = await conversation.read()
@@ -236,8 +237,11 @@ class FlowActivities:
         )
 
 
-def _check(message: str, request_id: str) -> None:
-    """Refuse a message over the size limit, and a request id a retry could not find again."""
+def _check(message: str, request_id: str, *, flow: str | None = None, lm: str | None = None) -> None:
+    """Refuse a message over the size limit, a request id a retry could not find again, and names over
+    theirs (a signal may come from any SDK)."""
+    check_text(flow, "a flow name")
+    check_text(lm, "a model name")
     check_inputs({"message": message})
     if not 0 < len(request_id) <= MAX_REQUEST_ID:
         raise ThreadlineError(ErrorCode.INVALID_REQUEST, f"a request id has 1 to {MAX_REQUEST_ID} characters")
