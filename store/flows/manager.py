@@ -136,6 +136,13 @@ class FlowManager:
         moved = abandon(progress, run=run, moves=moves, reason=reason, request_id=request_id)
         return entries_only(log, moved, now) if moved else Exchange(in_flow=False, progress=progress, expect=log.n)
 
+    def fail(self, log: Log, *, run: str, request_id: str, error: str, now: float) -> Exchange:
+        """End the run whose own code failed taking an answer: `abandoned`, reason `failed`, with the
+        exception's type as `error` (no turn: the answer was never taken). Nothing if it is no longer active."""
+        progress = progress_of(log)
+        moved = abandon(progress, run=run, moves=None, reason="failed", request_id=request_id, error=error)
+        return entries_only(log, moved, now) if moved else Exchange(in_flow=False, progress=progress, expect=log.n)
+
     def recorded(self, log: Log, request_id: str) -> Exchange | None:
         """The exchange already recorded under `request_id`, read back from the log (None: none is)."""
         tid = log.request_ids.get(request_id)
