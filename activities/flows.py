@@ -30,7 +30,7 @@ from core.models import (
 )
 from core.temporal import coded
 from store.backends.reader import ConversationLog, LogCache, now
-from store.flows.manager import Exchange, Flow, FlowManager
+from store.flows.manager import WAY_OUT, Exchange, Flow, FlowManager, failure
 from store.flows.progress import Progress, checked, counts_of, failed_by, progress_of
 from store.flows.steps import Ask, Asked, Judgement, Role, Step, judge
 from store.log.collected import PLUGIN
@@ -100,7 +100,7 @@ class FlowActivities:
             log = await conversation.read()
             failed = failed_by(log, input.request_id)
             if failed is not None:  # a retry of a send the flow failed on: the same refusal
-                raise _failure(failed["data"])
+                raise failure(failed["data"])
             run = progress_of(log).run
             try:
                 exchange = await self._take(conversation, log, input)
@@ -139,7 +139,7 @@ class FlowActivities:
             return
         facts = {"flow": ended.progress.flow, "step": ended.progress.step, "error": error}
         logger.warning("flow.failed", conversation=conversation.conversation, **facts)
-        raise ThreadlineError(ErrorCode.FLOW_INVALID, f"{err.message}. {_WAY_OUT}")
+        raise ThreadlineError(ErrorCode.FLOW_INVALID, f"{err.message}. {WAY_OUT}")
 
     @activity.defn(name="remind_flow")
     @coded
@@ -277,18 +277,6 @@ def _check(message: str, request_id: str, *, flow: str | None = None, lm: str | 
     check_inputs({"message": message})
     if not 0 < len(request_id) <= MAX_REQUEST_ID:
         raise ThreadlineError(ErrorCode.INVALID_REQUEST, f"a request id has 1 to {MAX_REQUEST_ID} characters")
-
-
-_WAY_OUT = (
-    "The flow was ended (abandoned, reason `failed`) and the conversation takes the next message as usual;"
-    " start the flow again once its code is fixed"
-)
-
-
-def _failure(data: dict[str, object]) -> ThreadlineError:
-    """The refusal a send whose flow failed gets again (a retry), from the entry it wrote."""
-    where = f"flow {data.get('flow')!r}, step {data.get('step')!r}: its code failed ({data.get('error')})"
-    return ThreadlineError(ErrorCode.FLOW_INVALID, f"{where}. {_WAY_OUT}")
 
 
 def _position(progress: Progress) -> tuple[str | None, int]:

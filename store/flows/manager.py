@@ -13,7 +13,8 @@ programs; the article's `create_order_flow` is the built-in flow `order`.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from core.errors import ErrorCode, ThreadlineError
 from store.log.collected import sections
@@ -167,6 +168,19 @@ class FlowManager:
             existing=True,
             parent=log.turns[tid].parent if tid is not None else None,
         )
+
+
+WAY_OUT = (
+    "The flow was ended (abandoned, reason `failed`) and the conversation takes the next message as usual;"
+    " start the flow again once its code is fixed"
+)
+"""What a send the flow's own code failed on is told (after what failed)."""
+
+
+def failure(data: Mapping[str, Any]) -> ThreadlineError:
+    """The refusal a send whose flow failed gets again (a retry), from the `failed` entry it wrote."""
+    where = f"flow {data.get('flow')!r}, step {data.get('step')!r}: its code failed ({data.get('error')})"
+    return ThreadlineError(ErrorCode.FLOW_INVALID, f"{where}. {WAY_OUT}")
 
 
 def _valid(events: tuple[str, ...]) -> bool | None:
