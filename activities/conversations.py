@@ -13,6 +13,7 @@ import structlog
 from temporalio import activity
 
 from core.errors import ErrorCode, ThreadlineError
+from core.limits import check_keys
 from core.models import MAX_REQUEST_ID, check_inputs
 from core.records_models import ImportInput, ImportResult, SetupInput, SetupResult
 from core.temporal import coded
@@ -44,6 +45,7 @@ class ConversationActivities:
         """Record the conversation's system prompt and metadata: an `entry` every later turn is shown."""
         config, setup = input.config, input.setup
         _check_request_id(setup.request_id)
+        check_keys(setup.metadata, "metadata")
         check_inputs({"system_prompt": setup.system_prompt or "", "metadata": setup.metadata})
         conversation = await self.logs.open(config.store, config.conversation, config.store_id)
         while True:

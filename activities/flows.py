@@ -16,6 +16,7 @@ import structlog
 from temporalio import activity
 
 from core.errors import ErrorCode, ThreadlineError
+from core.limits import check_text
 from core.models import (
     MAX_REQUEST_ID,
     ConversationRef,
@@ -29,8 +30,8 @@ from core.models import (
 )
 from core.temporal import coded
 from store.backends.reader import ConversationLog, LogCache, now
-from store.flows.manager import Exchange, Flow, FlowManager
-from store.flows.progress import Progress, checked, counts_of, progress_of
+from store.flows.manager import WAY_OUT, Exchange, Flow, FlowManager, failure
+from store.flows.progress import Progress, checked, counts_of, failed_by, progress_of
 from store.flows.steps import Ask, Asked, Judgement, Role, Step, judge
 from store.log.collected import PLUGIN
 from store.log.state import Log
@@ -73,7 +74,7 @@ class FlowActivities:
     async def start_flow(self, input: FlowStart) -> FlowResult:
         """Start a flow: a turn answering `input.message` with the first prompt, and a `started`
         entry (a flow still active is abandoned first, `replaced`)."""
-        _check(input.message, input.request_id)
+        _check(input.message, input.request_id, flow=input.flow)
         conversation = await self.logs.open(input.store, input.conversation, input.store_id)
 
         def decide(log: Log) -> Exchange:
@@ -88,25 +89,57 @@ class FlowActivities:
     async def flow_step(self, input: FlowAnswer) -> FlowResult:
         """Take a message as the active flow's answer: check it, then record the turn (the answer in,
         the next prompt, a re-prompt or the closing words out) and the flow's entries. With no
-        flow active nothing is recorded (`in_flow` False)."""
-        _check(input.message, input.request_id)
+        flow active nothing is recorded (`in_flow` False).
+
+        When the flow's own code raises (a validator, an extractor, a `next_step`), the flow ends
+        (`abandoned`, reason `failed`) and the send is refused `flow-invalid`: the conversation takes
+        the next message as usual."""
+        _check(input.message, input.request_id, flow=input.flow, lm=input.lm)
         conversation = await self.logs.open(input.store, input.conversation, input.store_id)
         while True:
             log = await conversation.read()
-            judged: Judgement | None = None
-            current = self.manager.current(log)
-            taken = current is not None and input.flow in (None, current[0].name)
-            if current is not None and taken and self.manager.recorded(log, input.request_id) is None:
-                before = _position(progress_of(log))
-                judged = await self._judge(conversation, current, input)
-                log = await conversation.read()  # the checks took time (and may have kept a model's answer)
-                if _position(progress_of(log)) != before:
-                    continue  # someone else moved the flow meanwhile: judge against where it is now
-            exchange = self.manager.process_message(
-                log, input.message, request_id=input.request_id, now=now(), judgement=judged, flow=input.flow
-            )
-            if await self._append(conversation, exchange):
+            failed = failed_by(log, input.request_id)
+            if failed is not None:  # a retry of a send the flow failed on: the same refusal
+                raise failure(failed["data"])
+            run = progress_of(log).run
+            try:
+                exchange = await self._take(conversation, log, input)
+            except ThreadlineError as err:
+                if err.code != ErrorCode.FLOW_INVALID or run is None:
+                    raise
+                await self._fail(conversation, run, input.request_id, err)  # raises, unless the store conflicted
+                continue
+            if exchange is not None and await self._append(conversation, exchange):
                 return self._result(exchange)
+
+    async def _take(self, conversation: ConversationLog, log: Log, input: FlowAnswer) -> Exchange | None:
+        """The exchange taking `input` as the active flow's answer (None: the flow moved meanwhile, decide again)."""
+        judged: Judgement | None = None
+        current = self.manager.current(log)
+        taken = current is not None and input.flow in (None, current[0].name)
+        if current is not None and taken and self.manager.recorded(log, input.request_id) is None:
+            before = _position(progress_of(log))
+            judged = await self._judge(conversation, current, input)
+            log = await conversation.read()  # the checks took time (and may have kept a model's answer)
+            if _position(progress_of(log)) != before:
+                return None  # someone else moved the flow meanwhile: judge against where it is now
+        return self.manager.process_message(
+            log, input.message, request_id=input.request_id, now=now(), judgement=judged, flow=input.flow
+        )
+
+    async def _fail(self, conversation: ConversationLog, run: str, request_id: str, err: ThreadlineError) -> None:
+        """End run `run`, whose own code failed (`abandoned`, reason `failed`), then refuse the send.
+
+        Returns only on a store conflict (decide again). The failure is logged by type, never content.
+        """
+        cause = err.__cause__
+        error = type(cause).__name__ if cause is not None else "FlowInvalid"
+        ended = self.manager.fail(await conversation.read(), run=run, request_id=request_id, error=error, now=now())
+        if not await self._append(conversation, ended):
+            return
+        facts = {"flow": ended.progress.flow, "step": ended.progress.step, "error": error}
+        logger.warning("flow.failed", conversation=conversation.conversation, **facts)
+        raise ThreadlineError(ErrorCode.FLOW_INVALID, f"{err.message}. {WAY_OUT}")
 
     @activity.defn(name="remind_flow")
     @coded
@@ -236,8 +269,11 @@ class FlowActivities:
         )
 
 
-def _check(message: str, request_id: str) -> None:
-    """Refuse a message over the size limit, and a request id a retry could not find again."""
+def _check(message: str, request_id: str, *, flow: str | None = None, lm: str | None = None) -> None:
+    """Refuse a message over the size limit, a request id a retry could not find again, and names over
+    theirs (a signal may come from any SDK)."""
+    check_text(flow, "a flow name")
+    check_text(lm, "a model name")
     check_inputs({"message": message})
     if not 0 < len(request_id) <= MAX_REQUEST_ID:
         raise ThreadlineError(ErrorCode.INVALID_REQUEST, f"a request id has 1 to {MAX_REQUEST_ID} characters")

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from temporalio import activity
 
 from core.errors import ThreadlineError
+from core.limits import check_turn
 from core.models import BeginInput, PrepareResult, RenderResult, RunInput, RunResult
 from core.temporal import coded
 from store.backends.reader import LogCache, now
@@ -86,6 +87,7 @@ class LLMActivities:
     async def prepare_turn(self, input: BeginInput) -> PrepareResult:
         """Before a send is placed: classify its topic (and place it by topic under `branch`). The
         classification is kept in the log before it is used, so a retry pays for it once."""
+        check_turn(input.config, input.send)  # before a model is asked or anything is recorded
         return await (await self._preparer(input)).prepare(input.config, input.send, record=True)
 
     @activity.defn(name="summarise_branch")
@@ -100,6 +102,7 @@ class LLMActivities:
         """The request a send would make now, placed and shown as `begin_turn` and `run_turn` would
         (a topic classified, not recorded); nothing is appended."""
         config, send = input.config, input.send
+        check_turn(config, send)
         program = find_program(self.programs, send.program or config.program)
         inputs = program.validate_inputs(send.inputs)
         refuse_conversation(program, config, send)

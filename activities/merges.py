@@ -19,6 +19,7 @@ from temporalio import activity
 
 from core.errors import ErrorCode, ThreadlineError
 from core.learning import MergeAnswer, MergePlan, MergeRun
+from core.limits import check_turn
 from core.models import BeginInput, MergeSpec, TurnOutcome, check_inputs
 from core.temporal import coded
 from store.backends.reader import LogCache, now
@@ -72,6 +73,7 @@ class MergeActivities:
         """Check a merge before anything is asked: its request id (already in the log: that turn),
         the merged turns (done children of the view's head), the programs; mint its ids."""
         config, send = input.config, input.send
+        check_turn(config, send)
         program, merging, spec = self._programs(input)
         check_inputs(spec.inputs or {})
         check_answers(program, merging)

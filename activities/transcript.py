@@ -15,6 +15,7 @@ import structlog
 from temporalio import activity
 
 from core.errors import ErrorCode, ThreadlineError
+from core.limits import check_turn
 from core.models import (
     BeginInput,
     BeginResult,
@@ -70,6 +71,7 @@ class TranscriptActivities:
         """Place a send: the request-id rule, the parent under `sends`, then `program?`, `turn` and
         its first `lease` in one conditional append (decided again on conflict)."""
         config, send = input.config, input.send
+        check_turn(config, send)  # a signal may come from any SDK or the Temporal CLI, not only our client
         program = self.program(send.program or config.program)
         check_inputs(send.inputs)  # a signal may come from any SDK or the Temporal CLI, not only our client
         request = turn_request(config, send, program.validate_inputs(send.inputs))

@@ -37,6 +37,7 @@ class ErrorCode(StrEnum):
     PROGRAM_FAILED = "program-failed"
     INPUTS_INVALID = "inputs-invalid"
     INPUT_TOO_LARGE = "input-too-large"
+    REQUEST_TIMEOUT = "request-timeout"
     PROVIDER_UNCONFIGURED = "provider-unconfigured"
     PROVIDER_REJECTED = "provider-rejected"
     PROVIDER_UNAVAILABLE = "provider-unavailable"

@@ -21,6 +21,7 @@ from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle
 from temporalio.service import RPCError
 
 from core.errors import ErrorCode, ThreadlineError
+from core.limits import MAX_NAME, MAX_NOTE, check_text
 from core.models import ConversationConfig, TurnOutcome
 from core.temporal import from_failure
 from core.toolmodels import ActKind, ActResult, TurnAction
@@ -156,6 +157,10 @@ async def answer(chat: Conversation, turn: str, kind: ActKind, *, wait: bool = T
 
 async def act(chat: Conversation, turn: str, kind: ActKind, **given: Any) -> ActResult:
     """Ask the conversation's workflow (started again if it closed) to act on `turn`."""
+    check_text(turn, "a turn id")
+    check_text(given.get("by"), "an approver name")
+    check_text(given.get("site"), "an approval site", limit=2 * MAX_NAME)
+    check_text(given.get("reason"), "a reason", limit=MAX_NOTE)
     await chat._workflow()  # connected, and the config names the store's identity
     config = chat.config
     action = TurnAction(

@@ -36,6 +36,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.plan import rule_of
 from core.context import ContextRule
 from core.errors import ErrorCode, ThreadlineError
+from core.limits import check_config, check_send
 from core.models import (
     MAX_REQUEST_ID,
     ApproveRule,
@@ -197,6 +198,7 @@ class Threadline(Listing):
             earlier_without=tuple(earlier_without),
             **({} if waiting_check_s is None else {"waiting_check_s": waiting_check_s}),
         )
+        check_config(config)  # before anything is sent or recorded
         return Conversation(self, config)
 
 
@@ -417,7 +419,7 @@ class Conversation(FlowMethods, Delivery):
             raise ThreadlineError(ErrorCode.INVALID_REQUEST, f"a request id has 1 to {MAX_REQUEST_ID} characters")
         refuse_nested(self.config)  # before anything is sent or recorded
         pinned = self.view.pinned
-        return TurnSend(
+        send = TurnSend(
             request_id=request_id or uuid7(),
             inputs=inputs,
             program=self.config.program,
@@ -431,6 +433,8 @@ class Conversation(FlowMethods, Delivery):
             remembers=self.config.remembers,
             earlier_without=self.config.earlier_without,
         )
+        check_send(send)
+        return send
 
     def _inputs(self, args: tuple[Any, ...], inputs: dict[str, Any]) -> dict[str, Any]:
         if args:

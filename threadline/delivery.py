@@ -26,6 +26,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.service import RPCError, RPCStatusCode
 
 from core.errors import ErrorCode, ThreadlineError
+from core.limits import check_send
 from core.models import ConversationConfig, ConversationState, StopSend, TurnOutcome, TurnSend
 from core.settings import Settings
 from core.temporal import from_failure, workflow_id
@@ -134,6 +135,7 @@ class Delivery:
         signal, durable at once, and is asked about as any other. The workflow queues a request id
         once, so a late acceptance of the first attempt places nothing twice.
         """
+        check_send(send)  # a flow's or a merge's names too, before anything is sent
         await self._workflow()  # connects, and settles the store identity and attributes in the config
         start = self._start_operation()
         try:

@@ -22,8 +22,9 @@ from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdate
 from temporalio.service import RPCError
 
 from core.errors import ErrorCode, ThreadlineError
+from core.limits import check_keys, check_text
 from core.models import ConversationConfig, StopSend, TurnOutcome, TurnSend
-from core.records_models import ImportedMessage, ImportResult, ImportSend, SetupResult, SetupSend
+from core.records_models import MAX_SYSTEM_PROMPT, ImportedMessage, ImportResult, ImportSend, SetupResult, SetupSend
 from core.temporal import from_failure
 from store.log.rules import View, view_head
 from store.log.state import Log
@@ -126,6 +127,8 @@ class FlowMethods:
         request_id: str | None = None,
     ) -> str:
         """Record the conversation's system prompt and metadata (shown to every later turn); return when it was."""
+        check_text(system_prompt, "the system prompt", limit=MAX_SYSTEM_PROMPT)
+        check_keys(metadata, "metadata")
         setup = SetupSend(request_id=request_id or uuid7(), system_prompt=system_prompt, metadata=dict(metadata or {}))
         done: SetupResult = await self._update_with_start("setup", setup, SetupResult)
         return done.created_at

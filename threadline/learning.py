@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from core.errors import ErrorCode, ThreadlineError
+from core.limits import MAX_NOTE, check_names, check_text
 from core.models import MergeSpec, TurnOutcome, TurnSend, check_inputs
 from core.settings import Settings
 from store.backends.folder import FolderStore
@@ -53,6 +54,10 @@ async def rate_turn(
     by: str | None = None,
 ) -> dict[str, Any]:
     """Rate `turn` of `conversation` in `store` (off the event loop); return the rating written."""
+    check_text(by, "a rater's name")
+    check_text(note, "a note", limit=MAX_NOTE)
+    reasons = list(reasons)
+    check_names(reasons, "reason")
     folder = FolderStore(settings.store_folder(store))
     calls = call_log_of(settings, store)
     return await asyncio.to_thread(

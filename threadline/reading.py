@@ -12,6 +12,7 @@ from typing import Any, Self
 
 from core.context import ContextRule
 from core.errors import ErrorCode, ThreadlineError
+from core.limits import check_text
 from store.log.rules import expand, turn_tokens
 from store.log.state import ENDED_STATES, Log
 from store.log.state import Turn as LoggedTurn
@@ -161,6 +162,7 @@ def find_turn(log: Log, turn: str, conversation: str) -> LoggedTurn:
     Raises:
         ThreadlineError: `turn-unknown`.
     """
+    check_text(turn, "a turn id")
     found = log.turns.get(turn)
     if found is None:
         raise ThreadlineError(ErrorCode.TURN_UNKNOWN, f"turn {turn} is not in conversation {conversation}")

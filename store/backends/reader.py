@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeVar
 import structlog
 
 from core.errors import ErrorCode, ThreadlineError
+from core.limits import check_text
 from store.log.state import Log, Turn
 from store.records import Record
 
@@ -222,6 +223,7 @@ class Stores:
         Raises:
             ThreadlineError: `store-unknown`.
         """
+        check_text(name, "a store name")
         found = self._opened.get(name)
         if found is not None:
             return found

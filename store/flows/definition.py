@@ -171,11 +171,14 @@ def remind(flow: Flow, progress: Progress, *, run: str, moves: int | None, reque
     return _made(progress, [("reminded", data)], step.prompt)
 
 
-def abandon(progress: Progress, *, run: str, moves: int | None, reason: str, request_id: str) -> Transition | None:
-    """Abandon the run (`expired`, `stopped`) if it is still active (and at `moves`, when given)."""
+def abandon(
+    progress: Progress, *, run: str, moves: int | None, reason: str, request_id: str, **more: Any
+) -> Transition | None:
+    """Abandon the run (`expired`, `stopped`, `failed`) if it is still active (and at `moves`, when
+    given); `more` goes into the entry's data."""
     if not progress.active or progress.run != run or (moves is not None and progress.moves != moves):
         return None
-    return _made(progress, [("abandoned", _about(progress, request_id, reason=reason))], None)
+    return _made(progress, [("abandoned", _about(progress, request_id, reason=reason, **more))], None)
 
 
 def _invalid(flow: Flow, step: Step, progress: Progress, request_id: str) -> Transition:

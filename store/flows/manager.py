@@ -13,7 +13,8 @@ programs; the article's `create_order_flow` is the built-in flow `order`.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from core.errors import ErrorCode, ThreadlineError
 from store.log.collected import sections
@@ -136,6 +137,13 @@ class FlowManager:
         moved = abandon(progress, run=run, moves=moves, reason=reason, request_id=request_id)
         return entries_only(log, moved, now) if moved else Exchange(in_flow=False, progress=progress, expect=log.n)
 
+    def fail(self, log: Log, *, run: str, request_id: str, error: str, now: float) -> Exchange:
+        """End the run whose own code failed taking an answer: `abandoned`, reason `failed`, with the
+        exception's type as `error` (no turn: the answer was never taken). Nothing if it is no longer active."""
+        progress = progress_of(log)
+        moved = abandon(progress, run=run, moves=None, reason="failed", request_id=request_id, error=error)
+        return entries_only(log, moved, now) if moved else Exchange(in_flow=False, progress=progress, expect=log.n)
+
     def recorded(self, log: Log, request_id: str) -> Exchange | None:
         """The exchange already recorded under `request_id`, read back from the log (None: none is)."""
         tid = log.request_ids.get(request_id)
@@ -160,6 +168,19 @@ class FlowManager:
             existing=True,
             parent=log.turns[tid].parent if tid is not None else None,
         )
+
+
+WAY_OUT = (
+    "The flow was ended (abandoned, reason `failed`) and the conversation takes the next message as usual;"
+    " start the flow again once its code is fixed"
+)
+"""What a send the flow's own code failed on is told (after what failed)."""
+
+
+def failure(data: Mapping[str, Any]) -> ThreadlineError:
+    """The refusal a send whose flow failed gets again (a retry), from the `failed` entry it wrote."""
+    where = f"flow {data.get('flow')!r}, step {data.get('step')!r}: its code failed ({data.get('error')})"
+    return ThreadlineError(ErrorCode.FLOW_INVALID, f"{where}. {WAY_OUT}")
 
 
 def _valid(events: tuple[str, ...]) -> bool | None:

@@ -13,8 +13,9 @@ Every prompt and answer of a flow is also an ordinary turn (program `flow_step`,
   one included).
 - `completed` (`turn`: the last answer's): `data`, everything collected by step name.
 - `abandoned` (`turn`: the answer's, or none): `step`, `reason`: `attempts` (they ran out),
-  `expired`, `stopped`, `replaced` (another flow started) or `changed` (the flow or its step is no
-  longer defined).
+  `expired`, `stopped`, `replaced` (another flow started), `changed` (the flow or its step is no
+  longer defined) or `failed` (its own code, a validator, extractor or `next_step`, raised: no
+  turn, and `error` names the exception's type).
 - `handed_off` (`turn`: the answer's): `step`, `reason` (`attempts`), `data` (what was collected).
 - `reminded` (no turn): `step`, `moves` (the progress it reminded at), `prompt` (the text sent again).
 - `checked` (no turn): `step`, `check` (`validator` or `extractor`), `ok`, `value`: a model's answer
@@ -147,6 +148,14 @@ def progress_of(log: Log, *, through: str | None = None) -> Progress:
 def written_by(log: Log, request_id: str) -> list[Record]:
     """The flow entries the call with `request_id` appended (one batch), in order."""
     return list(_seen(log).by_request.get(request_id, ()))
+
+
+def failed_by(log: Log, request_id: str) -> Record | None:
+    """The `abandoned` entry the call with `request_id` wrote because the flow's own code failed, if any."""
+    for entry in written_by(log, request_id):
+        if entry.get("entry") == "abandoned" and entry["data"].get("reason") == "failed":
+            return entry
+    return None
 
 
 def checked(log: Log, request_id: str, check: str, step: str) -> Record | None:

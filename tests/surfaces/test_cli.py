@@ -199,6 +199,7 @@ async def test_refused_send_exits_1_with_its_code(
     [
         (["send", "no/such", "hi"], "conversation-id"),
         (["send", "fine", "hi", "--store", "nope"], "store-unknown"),
+        (["send", "fine", "hi", "--lm", "offline" * 100], "invalid-request"),
         (["turns", "fine", "--store", "nope"], "store-unknown"),
     ],
 )

@@ -230,6 +230,8 @@ def test_the_configuration_defaults_are_the_codes() -> None:
         "THREADLINE_WORKFLOW_CACHE": str(settings.workflow_cache),
         "THREADLINE_PAYLOADS": f"$THREADLINE_DATA/{settings.payload_folder.relative_to(settings.data)}",
         "THREADLINE_MAX_BODY_BYTES": str(service.max_body_bytes),
+        "THREADLINE_HEADER_TIMEOUT_S": f"{service.limits.header_timeout_s:g}",
+        "THREADLINE_BODY_TIMEOUT_S": f"{service.limits.body_timeout_s:g}",
         "OPENAI_BASE_URL": OPENAI_BASE_URL,
         "ANTHROPIC_BASE_URL": ANTHROPIC_BASE_URL,
         "ANTHROPIC_MAX_TOKENS": str(DEFAULT_MAX_TOKENS),

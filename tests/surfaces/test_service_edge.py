@@ -96,6 +96,7 @@ def test_settings_read_keys_limits_and_origins(tmp_path: Path) -> None:
         "THREADLINE_API_KEYS": "k-1, k-2:team",
         "THREADLINE_API_KEYS_FILE": str(tmp_path / "keys"),
         "THREADLINE_MAX_BODY_BYTES": "1024",
+        "THREADLINE_HEADER_TIMEOUT_S": "2.5",
         "THREADLINE_CORS_ORIGINS": "https://a.example,https://b.example",
     }
 
@@ -103,8 +104,21 @@ def test_settings_read_keys_limits_and_origins(tmp_path: Path) -> None:
 
     assert [None, frozenset({"team"}), frozenset({"team", "ops"})] == [k.stores for k in config.keys]
     assert (1024, ("https://a.example", "https://b.example")) == (config.max_body_bytes, config.cors_origins)
+    assert (2.5, 30.0) == (config.limits.header_timeout_s, config.limits.body_timeout_s)
     assert "k-1" not in repr(config)
-    assert ((), 2 << 20, ()) == dataclasses.astuple(ServiceSettings.from_env({}))
+    assert ((), 2 << 20, (), 10.0, 30.0) == dataclasses.astuple(ServiceSettings.from_env({}))
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("THREADLINE_MAX_BODY_BYTES", "2MB"), ("THREADLINE_BODY_TIMEOUT_S", "0"), ("THREADLINE_HEADER_TIMEOUT_S", "x")],
+)
+def test_malformed_limits_are_refused(name: str, value: str) -> None:
+    """A size that is not a byte count, a timeout that is not a positive number: `invalid-request` at start."""
+    with pytest.raises(ThreadlineError) as refused:
+        ServiceSettings.from_env({name: value})
+
+    assert "invalid-request" == refused.value.code
 
 
 @pytest.mark.parametrize("spec", ["", ":team", "k-1:", "k-1:+"])

@@ -3,6 +3,16 @@
 from __future__ import annotations
 
 from .app import ServiceSettings, codec_server, create_app, create_codec_app, serve
+from .limits import Limits
 from .middleware import STATUS, APIKey
 
-__all__ = ["STATUS", "APIKey", "ServiceSettings", "codec_server", "create_app", "create_codec_app", "serve"]
+__all__ = [
+    "STATUS",
+    "APIKey",
+    "Limits",
+    "ServiceSettings",
+    "codec_server",
+    "create_app",
+    "create_codec_app",
+    "serve",
+]

@@ -12,7 +12,7 @@ import contextlib
 import os
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from threadline.client import Threadline, connect
 
 from . import article, codec
 from .learning import router as learning_router
+from .limits import DEFAULT_LIMITS, Limits, timed_protocol
 from .middleware import STATUS, APIKey, Auth, BodyLimit, RequestLog, on_error, on_http_error
 from .records import router as records
 from .routes import probes, router
@@ -38,7 +39,6 @@ from .turn_routes import acting
 
 logger = structlog.get_logger(__name__)
 
-DEFAULT_MAX_BODY_BYTES = 2 << 20
 SHUTDOWN_GRACE_S = 5
 """How long a stopping server lets open requests (event streams of long turns) finish before closing them."""
 
@@ -57,14 +57,24 @@ handle. Messages go to an active guided flow first (`/messages`, `/flows`). Erro
 
 @dataclass(frozen=True, slots=True)
 class ServiceSettings:
-    """The service's own settings: who may call it, how large a body may be, which origins may read it."""
+    """The service's own settings: who may call it, how large a body may be and how long it may take to
+    arrive, which origins may read it."""
 
     keys: tuple[APIKey, ...] = ()
     """`THREADLINE_API_KEYS` (comma-separated) and `THREADLINE_API_KEYS_FILE` (one per line); none: open."""
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_body_bytes: int = DEFAULT_LIMITS.max_body_bytes
     """`THREADLINE_MAX_BODY_BYTES`: larger request bodies are refused 413 before they are parsed."""
     cors_origins: tuple[str, ...] = ()
     """`THREADLINE_CORS_ORIGINS` (comma-separated): browser origins allowed to call the service."""
+    header_timeout_s: float = DEFAULT_LIMITS.header_timeout_s
+    """`THREADLINE_HEADER_TIMEOUT_S`: a connection whose request headers take longer is closed."""
+    body_timeout_s: float = DEFAULT_LIMITS.body_timeout_s
+    """`THREADLINE_BODY_TIMEOUT_S`: a body that takes longer is answered 408 and its connection closed."""
+
+    @property
+    def limits(self) -> Limits:
+        """How large a body may be and how long a request may take to arrive."""
+        return Limits(self.max_body_bytes, self.header_timeout_s, self.body_timeout_s)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServiceSettings:
@@ -73,11 +83,10 @@ class ServiceSettings:
         specs = _items(env.get("THREADLINE_API_KEYS", "").split(","))
         if env.get("THREADLINE_API_KEYS_FILE"):
             specs += _key_lines(Path(env["THREADLINE_API_KEYS_FILE"]))
-        raw = env.get("THREADLINE_MAX_BODY_BYTES") or str(DEFAULT_MAX_BODY_BYTES)
-        if not raw.isdigit():
-            raise ThreadlineError(ErrorCode.INVALID_REQUEST, f"THREADLINE_MAX_BODY_BYTES={raw!r} is not a byte count")
         origins = _items(env.get("THREADLINE_CORS_ORIGINS", "").split(","))
-        return cls(tuple(APIKey.parse(spec) for spec in specs), int(raw), tuple(origins))
+        limits = Limits.from_env(env)
+        keys = tuple(APIKey.parse(spec) for spec in specs)
+        return cls(keys, limits.max_body_bytes, tuple(origins), limits.header_timeout_s, limits.body_timeout_s)
 
 
 def _items(items: Iterable[str]) -> list[str]:
@@ -119,10 +128,11 @@ def create_app(
     tl: Threadline,
     *,
     keys: Sequence[APIKey | str] = (),
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    limits: Limits = DEFAULT_LIMITS,
     cors_origins: Sequence[str] = (),
 ) -> FastAPI:
-    """The service's app: `keys` (none: open), a body limit, and the origins CORS allows (none by default).
+    """The service's app: `keys` (none: open), the body's limits, and the origins CORS allows (none by
+    default). Serve it with `server_config`, whose protocol holds the limits' header timeout.
 
     The app owns `tl`: it closes it (its stores' connections) when it stops."""
     parsed = tuple(key if isinstance(key, APIKey) else APIKey.parse(key) for key in keys)
@@ -133,7 +143,8 @@ def create_app(
         description=f"{_DESCRIPTION}{codes}\n- any other code: 500",
         lifespan=_lifespan,
     )
-    app.state.tl, app.state.config = tl, ServiceSettings(parsed, max_body_bytes, tuple(cors_origins))
+    timeouts = (limits.header_timeout_s, limits.body_timeout_s)
+    app.state.tl, app.state.config = tl, ServiceSettings(parsed, limits.max_body_bytes, tuple(cors_origins), *timeouts)
     app.include_router(records)  # first: `/v1/conversations/records` is not a conversation id
     app.include_router(router)
     app.include_router(learning_router)
@@ -150,7 +161,7 @@ def guarded(app: FastAPI, config: ServiceSettings) -> FastAPI:
     for kind in (ThreadlineError, RequestValidationError, RPCError, WorkflowUpdateFailedError):
         app.add_exception_handler(kind, on_error)
     app.add_exception_handler(HTTPException, on_http_error)
-    app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    app.add_middleware(BodyLimit, limits=config.limits)
     app.add_middleware(Auth, keys=config.keys)
     if config.cors_origins:  # outside Auth: browsers send preflight requests without the key
         app.add_middleware(CORSMiddleware, allow_origins=list(config.cors_origins), **_CORS)
@@ -170,8 +181,8 @@ async def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -
     """Connect to Temporal and serve the app with uvicorn until SIGINT or SIGTERM."""
     own = ServiceSettings.from_env()
     tl = await connect(settings)
-    app = create_app(tl, keys=own.keys, max_body_bytes=own.max_body_bytes, cors_origins=own.cors_origins)
-    await uvicorn.Server(_uvicorn(app, host, port)).serve()  # its lifespan closes `tl`, also when it fails to listen
+    app = create_app(tl, keys=own.keys, limits=own.limits, cors_origins=own.cors_origins)
+    await uvicorn.Server(server_config(app, host, port)).serve()  # its lifespan closes `tl`, also if it cannot listen
 
 
 class _Embedded(uvicorn.Server):
@@ -188,17 +199,20 @@ def codec_server(
 ) -> uvicorn.Server:
     """A server of the codec routes alone, also readable from `origins` (a Temporal UI's)."""
     own = ServiceSettings.from_env()
-    config = ServiceSettings(own.keys, own.max_body_bytes, tuple(dict.fromkeys([*own.cors_origins, *origins])))
+    config = replace(own, cors_origins=tuple(dict.fromkeys([*own.cors_origins, *origins])))
     kind = _Embedded if embedded else uvicorn.Server
-    return kind(_uvicorn(create_codec_app(settings, config), host, port))
+    return kind(server_config(create_codec_app(settings, config), host, port))
 
 
-def _uvicorn(app: FastAPI, host: str, port: int) -> uvicorn.Config:
-    # No access log (RequestLog writes one line per request) and uvicorn's records go through core.logs.
+def server_config(app: FastAPI, host: str = "127.0.0.1", port: int = 8000) -> uvicorn.Config:
+    """How uvicorn serves `app`: with its limits' read timeouts, no access log (`RequestLog` writes one
+    line per request), and uvicorn's records through `core.logs`."""
+    limits: Limits = app.state.config.limits
     return uvicorn.Config(
         app,
         host=host,
         port=port,
+        http=timed_protocol(limits),
         log_config=None,
         access_log=False,
         ws="none",

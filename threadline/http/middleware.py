@@ -7,6 +7,7 @@ set), `Auth`, `BodyLimit`, then the app.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import time
 import uuid
@@ -27,6 +28,8 @@ from temporalio.service import RPCError
 from core.errors import ErrorCode, ThreadlineError
 from core.temporal import from_failure
 
+from .limits import Limits, too_slow
+
 logger = structlog.get_logger("threadline.service")
 
 STATUS: dict[str, int] = {
@@ -44,6 +47,7 @@ STATUS: dict[str, int] = {
     ErrorCode.CANCELLED: 409,
     ErrorCode.APPROVAL_UNKNOWN: 404,
     ErrorCode.INPUT_TOO_LARGE: 413,
+    ErrorCode.REQUEST_TIMEOUT: 408,
     ErrorCode.CONVERSATION_ID: 422,
     ErrorCode.CONVERSATION_SIGNATURE: 422,
     ErrorCode.CONVERSATION_NESTED: 422,
@@ -207,28 +211,45 @@ class Auth:
 
 
 class BodyLimit:
-    """Refuses bodies over `limit` bytes (413) by Content-Length, or by counting, before they are parsed."""
+    """Refuses bodies over `limits.max_body_bytes` (413) by Content-Length, or by counting, before they are
+    parsed, and bodies that take longer than `limits.body_timeout_s` to arrive (408, connection closed)."""
 
-    def __init__(self, app: ASGIApp, *, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: ASGIApp, *, limits: Limits) -> None:
+        self.app, self.limits, self.limit = app, limits, limits.max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        length, body, more = Headers(scope=scope).get("content-length", ""), bytearray(), True
+        length = Headers(scope=scope).get("content-length", "")
         declared = int(length) if length.isdigit() else 0
-        while more and declared <= self.limit and len(body) <= self.limit:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-        if more or len(body) > self.limit:
+        try:
+            async with asyncio.timeout(self.limits.body_timeout_s):
+                read = await self._read(receive, declared)
+        except TimeoutError:
+            answer = error_response(too_slow(self.limits))
+            answer.headers["Connection"] = "close"  # the rest of the body may still come: never read it
+            await answer(scope, receive, send)
+            return
+        if read is None:
+            return  # the client went away
+        body, whole = read
+        if not whole or len(body) > self.limit:
             err = ThreadlineError(ErrorCode.INPUT_TOO_LARGE, f"the body is over {self.limit} bytes; send less")
             await error_response(err)(scope, receive, send)
             return
         await self.app(scope, _replay(bytes(body), receive), send)
+
+    async def _read(self, receive: Receive, declared: int) -> tuple[bytearray, bool] | None:
+        """The body and whether it is whole (reading stops once it is over the limit); None if the client left."""
+        body, more = bytearray(), True
+        while more and declared <= self.limit and len(body) <= self.limit:
+            message = await receive()
+            if message["type"] != "http.request":
+                return None
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        return body, not more
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
