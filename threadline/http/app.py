@@ -121,7 +121,16 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
     finally:
         tl: Threadline = app.state.tl
+        await codec.close(app)
         await tl.close()  # the service owns the client it serves: its stores' connections end with it
+
+
+@asynccontextmanager
+async def _closing_codec(app: FastAPI) -> AsyncIterator[None]:
+    try:
+        yield
+    finally:
+        await codec.close(app)
 
 
 def create_app(
@@ -171,7 +180,11 @@ def guarded(app: FastAPI, config: ServiceSettings) -> FastAPI:
 
 def create_codec_app(settings: Settings, config: ServiceSettings) -> FastAPI:
     """An app that serves only the codec routes (`threadline codec`): no Temporal connection needed."""
-    app = FastAPI(title="Threadline codec", summary="Temporal's codec-server protocol for Threadline's payloads.")
+    app = FastAPI(
+        title="Threadline codec",
+        summary="Temporal's codec-server protocol for Threadline's payloads.",
+        lifespan=_closing_codec,
+    )
     app.state.config = config
     codec.install(app, settings)
     return guarded(app, config)

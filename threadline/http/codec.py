@@ -25,7 +25,7 @@ from temporalio.converter import PayloadCodec
 
 from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings
-from core.temporal import data_converter
+from core.temporal import Blobs, data_converter
 from store.backends.blobs import open_blobs
 
 from .bodies import ErrorBody
@@ -60,9 +60,9 @@ router = APIRouter(
 )
 
 
-def settings_codec(settings: Settings) -> PayloadCodec | None:
+def settings_codec(settings: Settings, blobs: Blobs) -> PayloadCodec | None:
     """The payload codec every client and worker of `settings` uses (claim check, encryption)."""
-    return data_converter(open_blobs(settings), settings.encryption).payload_codec
+    return data_converter(blobs, settings.encryption).payload_codec
 
 
 def _parsed(body: PayloadsBody) -> Payloads:
@@ -83,9 +83,18 @@ def _codec(request: Request) -> PayloadCodec | None:
     """The app's codec, made on first use (a PostgreSQL payload store opens its pool then)."""
     state = request.app.state
     if not hasattr(state, "codec"):
-        state.codec = settings_codec(state.codec_settings)
+        state.codec_blobs = open_blobs(state.codec_settings)
+        state.codec = settings_codec(state.codec_settings, state.codec_blobs)
     codec: PayloadCodec | None = state.codec
     return codec
+
+
+async def close(app: FastAPI) -> None:
+    """Close the payload store the codec opened (its pool, for a PostgreSQL one), if it opened one."""
+    blobs = getattr(app.state, "codec_blobs", None)
+    if blobs is not None:
+        del app.state.codec, app.state.codec_blobs
+        await blobs.close()
 
 
 @router.post(
