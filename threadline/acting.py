@@ -17,25 +17,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.service import RPCError
-
 from core.errors import ErrorCode, ThreadlineError
 from core.models import ConversationConfig, TurnOutcome
-from core.temporal import from_failure
 from core.toolmodels import ActKind, ActResult, TurnAction
 from store.records import uuid7
 
+from .delivery import Delivery
 from .reading import Turn
-
-
-class Connection(Protocol):
-    """What acting needs of a `Threadline`."""
-
-    @property
-    def client(self) -> Client:
-        """The Temporal client."""
-        ...
 
 
 class Conversation(Protocol):
@@ -47,13 +35,9 @@ class Conversation(Protocol):
         ...
 
     @property
-    def tl(self) -> Connection:
-        """The connection it was made from."""
+    def delivery(self) -> Delivery:
+        """How it reaches its workflow."""
         ...
-
-    async def _workflow(self) -> WorkflowHandle[Any, Any]: ...
-
-    def _start_operation(self) -> WithStartWorkflowOperation[Any, Any]: ...
 
     async def outcome(self, request_id: str) -> TurnOutcome:
         """Wait for how the send `request_id` ended."""
@@ -156,7 +140,7 @@ async def answer(chat: Conversation, turn: str, kind: ActKind, *, wait: bool = T
 
 async def act(chat: Conversation, turn: str, kind: ActKind, **given: Any) -> ActResult:
     """Ask the conversation's workflow (started again if it closed) to act on `turn`."""
-    await chat._workflow()  # connected, and the config names the store's identity
+    await chat.delivery.workflow()  # connected, and the config names the store's identity
     config = chat.config
     action = TurnAction(
         store=config.store,
@@ -168,13 +152,7 @@ async def act(chat: Conversation, turn: str, kind: ActKind, **given: Any) -> Act
         request_id=uuid7(),
         **given,
     )
-    try:
-        result: ActResult = await chat.tl.client.execute_update_with_start_workflow(
-            "act", action, start_workflow_operation=chat._start_operation(), result_type=ActResult
-        )
-    except (WorkflowUpdateFailedError, RPCError) as err:
-        raise from_failure(err) from None
-    return result
+    return await chat.delivery.update_with_start("act", action, ActResult)
 
 
 async def _settled(chat: Conversation, result: ActResult, wait: bool) -> LiveTurn:
