@@ -1,7 +1,8 @@
 """Threadline: durable multi-turn language-model conversations on Temporal.
 
-The public face: `connect()` gives a `Threadline`, whose `conversation(...)` handles send turns,
-read them, branch, merge, rate, move the head and stop, and run guided flows (`FlowBuilder`);
+The public face: `connect()` gives a `Threadline`, whose `conversation(...)` handles (their
+choices a `ConversationOptions`, a send's a `SendOptions`) send turns, read them, branch, merge,
+rate, move the head and stop, and run guided flows (`FlowBuilder`);
 `rated`, `evaluate` and `train_test` learn from the rated turns, and `tl.conversations()` lists
 conversations. Errors are `ThreadlineError` with a stable `code`.
 """

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, TypedDict, Unpack
 
 from core.context import ContextRule
 from core.errors import ErrorCode, ThreadlineError
@@ -86,7 +86,7 @@ class ConversationOptions:
     earlier_without: Sequence[str] = ()
     """Outputs the program now writes that earlier turns lack (`["reasoning"]`)."""
 
-    def replace(self, **given: Any) -> ConversationOptions:
+    def replace(self, **given: Unpack[ConversationKeywords]) -> ConversationOptions:
         """These options with the fields `given` changed."""
         return dataclasses.replace(self, **given) if given else self
 
