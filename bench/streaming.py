@@ -45,8 +45,9 @@ from bench._server import start_dev_server
 from bench.turns import Row, check, pct, run_costs, settings_for, verdict
 from core.temporal import workflow_id
 from tests.support.fakeprovider import Failure, FakeProvider, Reply
-from threadline.client import Conversation, Threadline, TurnHandle, connect
+from threadline.client import Conversation, Threadline, connect
 from threadline.reading import Turn
+from threadline.turnstream import TurnHandle
 from worker import build_worker
 
 WARMUP = 5

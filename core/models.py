@@ -222,13 +222,12 @@ class TurnOutcome(Model):
 
 
 class Begun(Model):
-    """A send was placed: its turn and parent (or it was refused: `error`)."""
+    """A send was placed: its turn and parent (a refused send has neither: `wait` tells why)."""
 
     request_id: str
     turn: str | None = None
     parent: str | None = None
     existing: bool = False
-    error: TurnError | None = None
 
 
 class ConversationState(BaseModel):

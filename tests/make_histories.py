@@ -21,6 +21,7 @@ from core.settings import Settings
 from core.temporal import workflow_id
 from threadline.client import Threadline, connect
 from threadline.devserver import find_temporal_binary
+from threadline.options import SendOptions
 from worker import build_worker
 
 HERE = Path(__file__).parent / "histories"
@@ -66,7 +67,7 @@ async def one_round_trip(tl: Threadline) -> str:
     await chat.deliver("one", request_id="r-1")
     placed = await chat.send("two")
     await placed.result()
-    await chat.signal(chat.sent({"message": "three"}, request_id="r-3", lm=None))
+    await chat.signal(chat.sent({"message": "three"}, SendOptions(request_id="r-3")))
     await chat.outcome("r-3")
     await chat.continue_from(first.id).deliver("beside")
     return chat.id

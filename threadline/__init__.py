@@ -1,7 +1,8 @@
 """Threadline: durable multi-turn language-model conversations on Temporal.
 
-The public face: `connect()` gives a `Threadline`, whose `conversation(...)` handles send turns,
-read them, branch, merge, rate, move the head and stop, and run guided flows (`FlowBuilder`);
+The public face: `connect()` gives a `Threadline`, whose `conversation(...)` handles (their
+choices a `ConversationOptions`, a send's a `SendOptions`) send turns, read them, branch, merge,
+rate, move the head and stop, and run guided flows (`FlowBuilder`);
 `rated`, `evaluate` and `train_test` learn from the rated turns, and `tl.conversations()` lists
 conversations. Errors are `ThreadlineError` with a stable `code`.
 """
@@ -21,15 +22,16 @@ from store.programs.program import Program
 from store.programs.tools import Tool, tool
 
 from .acting import Cancelled, LiveTurn, Waiting
-from .client import Conversation, Piece, Threadline, TurnHandle, connect
+from .client import Conversation, Threadline, connect
 from .evaluation import Evaluation, evaluate
 from .guided import Reply
 from .learning import rated, train_test
 from .listing import ConversationInfo, ConversationPage
+from .options import ConversationOptions, SendOptions
 from .reading import Turn
 from .remote import functai_store
 from .transcript import FlowView
-from .turnstream import TurnStream
+from .turnstream import Piece, TurnHandle, TurnStream
 
 # `@threadline.program` over a typed function makes it a program: its docstring is the
 # instruction, its parameters the inputs, its return type the `result` output, with the fields and
@@ -48,6 +50,7 @@ __all__ = [
     "ContextRule",
     "Conversation",
     "ConversationInfo",
+    "ConversationOptions",
     "ConversationPage",
     "ErrorCode",
     "Evaluation",
@@ -59,6 +62,7 @@ __all__ = [
     "Piece",
     "Program",
     "Reply",
+    "SendOptions",
     "Settings",
     "Threadline",
     "ThreadlineError",

@@ -17,26 +17,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.service import RPCError
-
 from core.errors import ErrorCode, ThreadlineError
 from core.limits import MAX_NAME, MAX_NOTE, check_text
 from core.models import ConversationConfig, TurnOutcome
-from core.temporal import from_failure
 from core.toolmodels import ActKind, ActResult, TurnAction
 from store.records import uuid7
 
+from .delivery import Delivery
 from .reading import Turn
-
-
-class Connection(Protocol):
-    """What acting needs of a `Threadline`."""
-
-    @property
-    def client(self) -> Client:
-        """The Temporal client."""
-        ...
 
 
 class Conversation(Protocol):
@@ -48,13 +36,9 @@ class Conversation(Protocol):
         ...
 
     @property
-    def tl(self) -> Connection:
-        """The connection it was made from."""
+    def delivery(self) -> Delivery:
+        """How it reaches its workflow."""
         ...
-
-    async def _workflow(self) -> WorkflowHandle[Any, Any]: ...
-
-    def _start_operation(self) -> WithStartWorkflowOperation[Any, Any]: ...
 
     async def outcome(self, request_id: str) -> TurnOutcome:
         """Wait for how the send `request_id` ended."""
@@ -161,7 +145,7 @@ async def act(chat: Conversation, turn: str, kind: ActKind, **given: Any) -> Act
     check_text(given.get("by"), "an approver name")
     check_text(given.get("site"), "an approval site", limit=2 * MAX_NAME)
     check_text(given.get("reason"), "a reason", limit=MAX_NOTE)
-    await chat._workflow()  # connected, and the config names the store's identity
+    await chat.delivery.workflow()  # connected, and the config names the store's identity
     config = chat.config
     action = TurnAction(
         store=config.store,
@@ -173,13 +157,7 @@ async def act(chat: Conversation, turn: str, kind: ActKind, **given: Any) -> Act
         request_id=uuid7(),
         **given,
     )
-    try:
-        result: ActResult = await chat.tl.client.execute_update_with_start_workflow(
-            "act", action, start_workflow_operation=chat._start_operation(), result_type=ActResult
-        )
-    except (WorkflowUpdateFailedError, RPCError) as err:
-        raise from_failure(err) from None
-    return result
+    return await chat.delivery.update_with_start("act", action, ActResult)
 
 
 async def _settled(chat: Conversation, result: ActResult, wait: bool) -> LiveTurn:

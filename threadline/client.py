@@ -15,61 +15,40 @@ nothing of the transcript passes through Temporal.
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.client import (
-    Client,
-    WorkflowExecutionStatus,
-    WorkflowHandle,
-    WorkflowUpdateFailedError,
-)
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
 
 from activities.plan import rule_of
-from core.context import ContextRule
 from core.errors import ErrorCode, ThreadlineError
-from core.limits import check_config, check_send
-from core.models import (
-    MAX_REQUEST_ID,
-    ApproveRule,
-    Begun,
-    ConversationConfig,
-    RenderResult,
-    Sends,
-    StopSend,
-    TurnOutcome,
-    TurnSend,
-    check_inputs,
-)
+from core.limits import check_config
+from core.models import Begun, RenderResult, TurnOutcome, TurnSend
 from core.settings import Settings
 from core.temporal import connect_temporal, from_failure, workflow_id
 from store.backends.base import check_id
 from store.backends.blobs import FolderBlobs, open_blobs
 from store.backends.opening import StoreSet
 from store.backends.reader import ConversationLog, LogCache, now
-from store.backends.streams import StreamReader
 from store.log.rules import View, view_head
-from store.log.state import Log
 from store.programs.program import Program, load_programs
 from store.records import uuid7
 from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 
-from . import learning
-from .acting import LiveTurn, Waiting
-from .coding import refuse_nested, remembers_of
-from .delivery import Delivery
+from . import closing, learning
+from .acting import LiveTurn
+from .closing import Closing
 from .guided import FlowMethods
+from .handle import finished
 from .listing import Listing
+from .options import ConversationKeywords, ConversationOptions, SendOptions
 from .reading import Page, Turn, find_turn, history, to_turn
-from .turnstream import TurnStream
+from .turnstream import Piece, TextWatch, TurnHandle, TurnStream
 
 if TYPE_CHECKING:
     from store.backends.pgblobs import PostgresBlobs
@@ -160,136 +139,42 @@ class Threadline(Listing):
         program: str = "tutor",
         id: str | None = None,
         *,
-        store: str = "default",
-        sends: Sends = "queue",
-        context: ContextRule | Mapping[str, Any] | None = None,
-        lm: str | None = None,
-        idle_timeout_s: float | None = None,
-        approve: ApproveRule | list[str] = None,
-        approval_timeout_s: float | None = None,
-        waiting_check_s: float | None = None,
-        remembers: Mapping[Any, Any] | None = None,
-        earlier_without: Sequence[str] = (),
+        options: ConversationOptions | None = None,
+        **given: Unpack[ConversationKeywords],
     ) -> Conversation:
         """A handle on conversation `id` (a new UUIDv7 id when None) made with `program`.
 
-        `approve` names the tool calls a person is asked about first (`"changes"`, `"all"`, tool names
-        and paths; None: the program's rule); a turn nobody answers within `approval_timeout_s` is
-        abandoned (None: it waits as long as it takes). `remembers` gives a program with code's helpers
-        their memory (`{answer: "conversation"}`, `"turn"`, `threadline.remember(..., steps=True)`, or
-        `"own"` for a conversation its code uses); `earlier_without` names outputs the program now
-        writes that earlier turns lack (`["reasoning"]`).
+        Its choices are `options` (a `ConversationOptions`), or that object's fields given as keywords
+        (`store=`, `lm=`, `approve=`, ...), which change those of `options` when both are given.
         """
-        self.logs.stores.check(store)
-        rule = context if isinstance(context, ContextRule) else ContextRule.model_validate(context or {})
-        config = ConversationConfig(
-            store=store,
-            conversation=check_id(uuid7() if id is None else id),
-            program=program,
-            sends=sends,
-            context=rule,
-            lm=lm,
-            idle_timeout_s=self.settings.idle_timeout_s if idle_timeout_s is None else idle_timeout_s,
-            search_attributes=bool(self.search_attributes),
-            attributes_every_s=self.settings.attributes_every_s,
-            approve=_rule(approve),
-            approval_timeout_s=approval_timeout_s,
-            remembers=remembers_of(remembers),
-            earlier_without=tuple(earlier_without),
-            **({} if waiting_check_s is None else {"waiting_check_s": waiting_check_s}),
-        )
+        chosen = (options or ConversationOptions()).replace(**given)
+        self.logs.stores.check(chosen.store)
+        conversation = check_id(uuid7() if id is None else id)
+        config = chosen.config(program, conversation, self.settings, search=bool(self.search_attributes))
         check_config(config)  # before anything is sent or recorded
         return Conversation(self, config)
 
 
-_LOG_CHECK_S = 0.25
-_END_GRACE_S = 2.0
-"""How long a watch waits for a stream's `end` once the log says its turn ended: a PostgreSQL
-store's stream is written by a thread of its own, so its last events may land just after."""
-
-
-def _rule(approve: ApproveRule | list[str]) -> ApproveRule:
-    """An `approve` rule as it crosses the wire (a list of names becomes a tuple)."""
-    return tuple(approve) if isinstance(approve, list) else approve
-
-
-@dataclass(frozen=True, slots=True)
-class Piece:
-    """A piece of a turn's streamed text."""
-
-    offset: int
-    """The stream offset to reconnect from after this piece."""
-    text: str | None
-    """The text, or None: the text so far is void (the model was asked again)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Closing:
-    """How `close()` went: whether a run was open, whether it had to be terminated (no worker), and
-    how many queued sends it answered `conversation-closed`."""
-
-    was_open: bool
-    forced: bool = False
-    answered: int = 0
-
-
-async def _terminate(handle: WorkflowHandle[Any, Any]) -> None:
-    try:
-        await handle.terminate(reason="closed while no worker ran; its records stay and a new turn reopens it")
-    except RPCError as err:
-        if err.status != RPCStatusCode.NOT_FOUND:  # it closed on its own meanwhile
-            raise from_failure(err) from None
-
-
-@dataclass(slots=True)
-class TurnHandle:
-    """A placed turn: its id and parent are known; `result()` waits for how it ends."""
-
-    id: str | None
-    parent: str | None
-    request_id: str
-    conversation: Conversation
-
-    async def result(self) -> LiveTurn:
-        """Wait for the turn to end (or to wait for a person); return it as the log holds it.
-
-        Raises:
-            ThreadlineError: the coded error when the send was refused.
-        """
-        outcome = await self.conversation.outcome(self.request_id)
-        if outcome.turn is None:
-            bare = Turn(id="", parent=None, state=outcome.state, inputs={}, request_id=self.request_id)
-            return LiveTurn.of(bare, self.conversation)
-        return await self.conversation.turn(outcome.turn)
-
-
-class Conversation(FlowMethods, Delivery):
+class Conversation(FlowMethods):
     """One conversation: send turns, read them, stop them, branch, move the head; guided flows (`FlowMethods`)."""
 
     tl: Threadline
-
-    def __init__(self, tl: Threadline, config: ConversationConfig, view: View | None = None) -> None:
-        self.tl = tl
-        self.config = config
-        self.view = view or View()
 
     @property
     def handle(self) -> WorkflowHandle[Any, Any]:
         """The conversation's workflow (on a connected `Threadline`)."""
         return self.tl.client.get_workflow_handle(workflow_id(self.config.store, self.id))
 
-    async def _read(self) -> Log:
-        return await self.tl.log(self.config.store, self.id).read()
+    # ----- sending: each call builds its `SendOptions` once
 
     async def __call__(
         self, *args: Any, request_id: str | None = None, lm: str | None = None, approve: Any = None, **inputs: Any
     ) -> Any:
         """Send a turn and return its answer (`result`); `lm` and `approve` are this turn's only."""
-        send = self._send(self._inputs(args, inputs), request_id=request_id, lm=lm, approve=approve)
-        outcome = await self._ended(send)
+        outcome = await self._ended(self._prepared(args, inputs, SendOptions(request_id, lm, approve)))
         if outcome.state == "done":
             return outcome.result  # what the log holds too: no read needed
-        return self._finished(await self.turn(str(outcome.turn))).result
+        return finished(await self.turn(str(outcome.turn))).result
 
     async def predict(
         self, *args: Any, request_id: str | None = None, lm: str | None = None, approve: Any = None, **inputs: Any
@@ -301,10 +186,8 @@ class Conversation(FlowMethods, Delivery):
             ThreadlineError: when it was refused, or ended other than `done` (`turn-state`).
         """
         # One update-with-start per turn: the send and the wait for its answer in one round trip.
-        send = self._send(self._inputs(args, inputs), request_id=request_id, lm=lm, approve=approve)
-        outcome = await self._ended(send)
-        turn = await self.turn(str(outcome.turn))
-        return self._finished(turn)
+        outcome = await self._ended(self._prepared(args, inputs, SendOptions(request_id, lm, approve)))
+        return finished(await self.turn(str(outcome.turn)))
 
     async def deliver(
         self, *args: Any, request_id: str | None = None, lm: str | None = None, approve: Any = None, **inputs: Any
@@ -315,45 +198,67 @@ class Conversation(FlowMethods, Delivery):
         Raises:
             ThreadlineError: the coded error when the send was refused.
         """
-        return await self._ended(self._send(self._inputs(args, inputs), request_id=request_id, lm=lm, approve=approve))
-
-    async def submit(self, send: TurnSend) -> TurnOutcome:
-        """Deliver a prepared send (`sent(...)`, perhaps with a merge or flow) and wait for how it ends."""
-        return await self._sent("send", send, TurnOutcome)
-
-    async def _ended(self, send: TurnSend) -> TurnOutcome:
-        """Send `send` and wait for how it ends; the view follows its turn."""
-        outcome = await self._sent("send", send, TurnOutcome)
-        if outcome.turn is None:
-            raise ThreadlineError(ErrorCode.TURN_STATE, f"the send was {outcome.state} before it was placed")
-        self._follow(outcome.turn)
-        return outcome
-
-    @staticmethod
-    def _finished(turn: LiveTurn) -> LiveTurn:
-        """`turn` when it is done, else what it ended as, raised."""
-        if turn.state == "waiting":
-            raise Waiting(turn)
-        if turn.state != "done":
-            code = ErrorCode.parse((turn.error or {}).get("code") or ErrorCode.TURN_STATE)
-            raise ThreadlineError(code, f"turn {turn.id} ended {turn.state}", turn=turn.id)
-        return turn
+        return await self._ended(self._prepared(args, inputs, SendOptions(request_id, lm, approve)))
 
     async def send(
         self, *args: Any, request_id: str | None = None, lm: str | None = None, approve: Any = None, **inputs: Any
     ) -> TurnHandle:
         """Send a turn; return as soon as it is placed (its id known before the model answers)."""
-        send = self._send(self._inputs(args, inputs), request_id=request_id, lm=lm, approve=approve)
-        placed = await self._sent("place", send, Begun)
-        if placed.error is not None:
-            raise placed.error.to_error()
+        return await self._placed(self._prepared(args, inputs, SendOptions(request_id, lm, approve)))
+
+    def stream(
+        self, *args: Any, request_id: str | None = None, lm: str | None = None, approve: Any = None, **inputs: Any
+    ) -> TurnStream:
+        """Send a turn and watch it being made: `stream = await chat.stream(...)` places it (`stream.turn`
+        is its id at once), then `async for piece in stream` yields its text as the model writes it and
+        finally the finished `Turn`.
+
+        A `None` means the text so far is void: the model was asked again (a retried attempt, or a
+        reply that did not fit the outputs), and what follows replaces it. A turn stopped meanwhile
+        raises `Cancelled`; one that waits for a person, `Waiting`.
+        """
+        options = SendOptions(request_id, lm, approve)
+        return TurnStream(lambda: self._placed(self._prepared(args, inputs, options)))
+
+    def _prepared(self, args: tuple[Any, ...], inputs: dict[str, Any], options: SendOptions) -> TurnSend:
+        return self.sent(self._inputs(args, inputs), options)
+
+    async def _ended(self, send: TurnSend) -> TurnOutcome:
+        """Send `send` and wait for how it ends; the view follows its turn."""
+        outcome = await self.submit(send)
+        if outcome.turn is None:
+            raise ThreadlineError(ErrorCode.TURN_STATE, f"the send was {outcome.state} before it was placed")
+        self._follow(outcome.turn)
+        return outcome
+
+    async def _placed(self, send: TurnSend) -> TurnHandle:
+        """Send `send` and wait until it is placed; the view follows its turn."""
+        placed = await self.delivery.ask("place", send, Begun)
         if placed.turn is not None:
             self._follow(placed.turn)
         return TurnHandle(placed.turn, placed.parent, send.request_id, self)
 
-    def _follow(self, turn: str) -> None:
-        """A view that sent follows its own branch (docs/format-1.md 4.3)."""
-        self.view = View(pinned=turn)
+    def watch(self, turn: str, *, offset: int = 0, poll: float = 0.01) -> AsyncIterator[Piece]:
+        """Yield what `turn`'s model writes, from byte `offset` of its stream, until the turn ends.
+
+        Each `Piece` carries the offset to reconnect from after it, so a reader that went away
+        resumes where it stopped and misses nothing.
+        """
+        store = self.config.store
+        self.tl.logs.stores.check(store)
+        text = TextWatch(self.tl.stores.streams[store], self.tl.log(store, self.id))
+        return text.pieces(turn, offset=offset, poll=poll)
+
+    async def render(self, *args: Any, lm: str | None = None, **inputs: Any) -> RenderResult:
+        """The exact request the next turn would send (provider JSON), with nothing sent or recorded.
+
+        Asked of the conversation's workflow, which places and shows it with the worker's own rules,
+        model and providers (a topic classified, not recorded), once the summaries being made landed.
+        """
+        send = self._prepared(args, inputs, SendOptions(lm=lm))
+        return await self.delivery.update_with_start("render", send, RenderResult)
+
+    # ----- branches, merges and ratings
 
     async def follow_turn(self, turn: str) -> Turn:
         """Follow the branch through `turn` (this view made it); return it as the log holds it."""
@@ -383,7 +288,7 @@ class Conversation(FlowMethods, Delivery):
                 is recorded), `turn-unknown`, `program-unknown`, `program-invalid` (its answer does
                 not fit this program's), `inputs-invalid`, or the model's error.
         """
-        return await learning.merge(self, turns, program, request_id=request_id, lm=lm, inputs=inputs)
+        return await learning.merge(self, turns, program, options=SendOptions(request_id, lm), inputs=inputs)
 
     async def rate(
         self,
@@ -410,104 +315,7 @@ class Conversation(FlowMethods, Delivery):
             answer=answer, outputs=outputs, note=note, reasons=reasons, by=by,
         )  # fmt: skip
 
-    def sent(self, inputs: dict[str, Any], *, request_id: str | None, lm: str | None) -> TurnSend:
-        """The send this view makes with `inputs` (checked), placed where the view continues."""
-        return self._send(inputs, request_id=request_id, lm=lm)
-
-    def _send(self, inputs: dict[str, Any], *, request_id: str | None, lm: str | None, approve: Any = None) -> TurnSend:
-        if request_id is not None and not 0 < len(request_id) <= MAX_REQUEST_ID:
-            raise ThreadlineError(ErrorCode.INVALID_REQUEST, f"a request id has 1 to {MAX_REQUEST_ID} characters")
-        refuse_nested(self.config)  # before anything is sent or recorded
-        pinned = self.view.pinned
-        send = TurnSend(
-            request_id=request_id or uuid7(),
-            inputs=inputs,
-            program=self.config.program,
-            continue_from=pinned if self.view.exact else None,
-            follow=None if self.view.exact else pinned,
-            # The handle's choices travel with each send: the workflow may have been started by another.
-            sends=self.config.sends,
-            context=self.config.context,
-            lm=lm or self.config.lm,
-            approve=_rule(approve) if approve is not None else self.config.approve,
-            remembers=self.config.remembers,
-            earlier_without=self.config.earlier_without,
-        )
-        check_send(send)
-        return send
-
-    def _inputs(self, args: tuple[Any, ...], inputs: dict[str, Any]) -> dict[str, Any]:
-        if args:
-            program = self.tl.programs().get(self.config.program)
-            if program is None:
-                raise ThreadlineError(
-                    ErrorCode.PROGRAM_UNKNOWN, f"name the inputs of {self.config.program!r}: it is not known here"
-                )
-            names = [name for name, _ in program.inputs]
-            if len(args) > len(names):
-                raise ThreadlineError(ErrorCode.INPUTS_INVALID, f"{program.name} takes {len(names)} input(s)")
-            inputs = {**dict(zip(names, args, strict=False)), **inputs}
-        check_inputs(inputs)  # before anything is sent (the worker checks again: signals come from anywhere)
-        return inputs
-
-    def stream(
-        self, *args: Any, request_id: str | None = None, lm: str | None = None, approve: Any = None, **inputs: Any
-    ) -> TurnStream:
-        """Send a turn and watch it being made: `stream = await chat.stream(...)` places it (`stream.turn`
-        is its id at once), then `async for piece in stream` yields its text as the model writes it and
-        finally the finished `Turn`.
-
-        A `None` means the text so far is void: the model was asked again (a retried attempt, or a
-        reply that did not fit the outputs), and what follows replaces it. A turn stopped meanwhile
-        raises `Cancelled`; one that waits for a person, `Waiting`.
-        """
-        return TurnStream(lambda: self.send(*args, request_id=request_id, lm=lm, approve=approve, **inputs))
-
-    async def watch(self, turn: str, *, offset: int = 0, poll: float = 0.01) -> AsyncIterator[Piece]:
-        """Yield what `turn`'s model writes, from byte `offset` of its stream, until the turn ends.
-
-        Each `Piece` carries the offset to reconnect from after it, so a reader that went away
-        resumes where it stopped and misses nothing.
-        """
-        self.tl.logs.stores.check(self.config.store)
-        streams, reader = self.tl.stores.streams[self.config.store], StreamReader()
-        checked = time.monotonic()
-        ended_at: float | None = None
-        while True:
-            events = await asyncio.to_thread(streams.read, turn, offset)
-            for end, event in events:
-                offset = end
-                for text in reader.feed([event]):
-                    yield Piece(end, text)
-            if reader.ended in ("done", "failed", "stopped", "abandoned", "waiting"):
-                return
-            if ended_at is not None and (reader.run is None or time.monotonic() - ended_at > _END_GRACE_S):
-                return  # ended by a writer that streams nothing here, or its stream's end is lost
-            if not events and ended_at is None and time.monotonic() - checked > _LOG_CHECK_S:
-                checked = time.monotonic()
-                found = (await self._read()).turns.get(turn)
-                if found is None or found.ended is not None or found.state(now()) == "waiting":
-                    ended_at = time.monotonic()  # ended, or waiting for a person: nothing more streams now
-                continue
-            await asyncio.sleep(poll)
-
     # ----- reading
-
-    async def render(self, *args: Any, lm: str | None = None, **inputs: Any) -> RenderResult:
-        """The exact request the next turn would send (provider JSON), with nothing sent or recorded.
-
-        Asked of the conversation's workflow, which places and shows it with the worker's own rules,
-        model and providers (a topic classified, not recorded), once the summaries being made landed.
-        """
-        send = self._send(self._inputs(args, inputs), request_id=None, lm=lm)
-        try:
-            await self._workflow()
-            result: RenderResult = await self.tl.client.execute_update_with_start_workflow(
-                "render", send, start_workflow_operation=self._start_operation(), result_type=RenderResult
-            )
-        except (WorkflowUpdateFailedError, RPCError) as err:
-            raise from_failure(err) from None
-        return result
 
     async def history(self) -> dict[str, Any]:
         """The branch as the model sees it: summary, key facts, how many turns are shown verbatim,
@@ -538,7 +346,7 @@ class Conversation(FlowMethods, Delivery):
     async def _rater(self, turn: str, verdict: str | None, *fields: Any) -> dict[str, Any]:
         return await self.rate(turn, verdict, *fields)
 
-    # ----- acting
+    # ----- stopping, closing and the head
 
     async def stop(self, turn: str | None = None) -> None:
         """Stop `turn`, or (None) every running and queued turn of this conversation.
@@ -550,16 +358,7 @@ class Conversation(FlowMethods, Delivery):
             ThreadlineError: `turn-unknown` for a turn the log does not hold;
                 `conversation-not-found` when there is nothing at all to stop.
         """
-        log = await self._read()
-        if turn is not None:
-            find_turn(log, turn, self.id)
-        if log.n:
-            await self.signal(StopSend(turn=turn))
-            return
-        try:  # nothing recorded yet: only an open workflow can hold queued sends
-            await (await self._workflow()).signal("stop", StopSend(turn=turn))
-        except RPCError as err:
-            raise from_failure(err) from None
+        await closing.stop(self.delivery, await self._read(), turn)
 
     async def close(self) -> Closing:
         """Close the conversation's workflow: queued sends are answered `conversation-closed`, running
@@ -571,26 +370,7 @@ class Conversation(FlowMethods, Delivery):
         Raises:
             ThreadlineError: `conversation-not-found` when there are neither records nor a workflow.
         """
-        log = await self._read()
-        handle = await self._workflow()
-        try:
-            running = (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
-        except RPCError as err:
-            if err.status != RPCStatusCode.NOT_FOUND:
-                raise from_failure(err) from None
-            running = False  # never started, or its history is past retention
-        if not running:
-            if not log.n:
-                raise ThreadlineError(ErrorCode.CONVERSATION_NOT_FOUND, f"conversation {self.id} has no records")
-            return Closing(was_open=False)
-        if not await self.tl.workers_poll():
-            await _terminate(handle)
-            return Closing(was_open=True, forced=True)
-        try:
-            answered = await handle.execute_update("close", result_type=int)
-        except (WorkflowUpdateFailedError, RPCError) as err:
-            raise from_failure(err) from None
-        return Closing(was_open=True, answered=answered)
+        return await closing.close(self.delivery, await self._read())
 
     def continue_from(self, turn: str | Turn | None) -> Conversation:
         """A handle whose next send continues after exactly `turn` (a branch when it is not the head)."""
@@ -601,11 +381,5 @@ class Conversation(FlowMethods, Delivery):
         """Move the conversation's head to `turn` (a `head` record every reader follows)."""
         tid = turn.id if isinstance(turn, Turn) else turn
         find_turn(await self._read(), tid, self.id)
-        try:
-            await self._workflow()
-            await self.tl.client.execute_update_with_start_workflow(
-                "head", tid, start_workflow_operation=self._start_operation()
-            )
-        except (WorkflowUpdateFailedError, RPCError) as err:
-            raise from_failure(err) from None
+        await self.delivery.update_with_start("head", tid, type(None))
         self.view = View(pinned=tid, exact=True)

@@ -3,7 +3,8 @@
 A send and the wait for its answer (or for its placed turn) are one update-with-start (`send`,
 `place`); when no worker accepts it within `ACCEPT_WAIT_S`, the send goes as a `turn` signal with
 signal-with-start (durable even while no worker runs) and the `wait` or `begun` update asks about
-it. `Delivery` holds these methods for `threadline.client.Conversation`.
+it. A `threadline.client.Conversation` holds one `Delivery`, which also holds its config: reaching
+the workflow settles the store's identity and the search attributes in it.
 """
 
 from __future__ import annotations
@@ -85,17 +86,18 @@ def _signal_of(send: TurnSend | StopSend) -> str:
 
 
 class Delivery:
-    """Sends, stops and questions to a conversation's workflow (mixed into `Conversation`)."""
+    """Sends, stops and questions to one conversation's workflow."""
 
-    tl: Connection
-    config: ConversationConfig
+    def __init__(self, tl: Connection, config: ConversationConfig) -> None:
+        self.tl = tl
+        self.config = config
 
     @property
     def id(self) -> str:
         """The conversation id."""
         return self.config.conversation
 
-    async def _workflow(self) -> WorkflowHandle[Any, Any]:
+    async def workflow(self) -> WorkflowHandle[Any, Any]:
         """The conversation's workflow, connecting to Temporal if this is the first call that needs it.
 
         The config it starts with names the store's identity, so a worker with another store under the
@@ -111,7 +113,7 @@ class Delivery:
 
     async def signal(self, send: TurnSend | StopSend) -> None:
         """Deliver a `turn` or `stop` with signal-with-start (the conversation reopens if it had closed)."""
-        await self._workflow()  # connects, and settles the search attributes in the config
+        await self.workflow()  # connects, and settles the search attributes in the config
         client, config = self.tl.client, self.config
         try:
             await client.start_workflow(
@@ -127,7 +129,7 @@ class Delivery:
         except RPCError as err:
             raise from_failure(err) from None
 
-    async def _sent(self, name: str, send: TurnSend, answer: type[U]) -> U:
+    async def ask(self, name: str, send: TurnSend, answer: type[U]) -> U:
         """Deliver `send` and ask the update `name` about it in one round trip (update-with-start).
 
         That update is durable only once a worker accepted it; when none does within `ACCEPT_WAIT_S`
@@ -136,8 +138,8 @@ class Delivery:
         once, so a late acceptance of the first attempt places nothing twice.
         """
         check_send(send)  # a flow's or a merge's names too, before anything is sent
-        await self._workflow()  # connects, and settles the store identity and attributes in the config
-        start = self._start_operation()
+        await self.workflow()  # connects, and settles the store identity and attributes in the config
+        start = self.start_operation()
         try:
             accepted = await self.tl.client.start_update_with_start_workflow(
                 name,
@@ -156,18 +158,30 @@ class Delivery:
             await self.signal(send)  # durable now, whatever becomes of the first attempt
             if isinstance(err, WorkflowUpdateRPCTimeoutOrCancelledError) and await self._nobody_polls():
                 raise _no_worker(self.tl.settings.task_queue) from None
-            return await self._update("wait" if name == "send" else "begun", send.request_id, answer)
+            return await self.update("wait" if name == "send" else "begun", send.request_id, answer)
         try:
             result: U = await accepted.result()
         except WorkflowUpdateFailedError as err:
             raise from_failure(err) from None
         return result
 
+    async def update_with_start(self, name: str, arg: Any, answer: type[U]) -> U:
+        """Ask the update `name` with `arg`, starting the workflow first when it is not open (a closed
+        conversation reopens, rebuilt from its log)."""
+        await self.workflow()  # connects, and settles the store identity and attributes in the config
+        try:
+            result: U = await self.tl.client.execute_update_with_start_workflow(
+                name, arg, start_workflow_operation=self.start_operation(), result_type=answer
+            )
+        except (WorkflowUpdateFailedError, RPCError) as err:
+            raise from_failure(err) from None
+        return result
+
     async def outcome(self, request_id: str) -> TurnOutcome:
         """Wait for how the send `request_id` ended."""
-        return await self._update("wait", request_id, TurnOutcome)
+        return await self.update("wait", request_id, TurnOutcome)
 
-    async def _update(self, name: str, request_id: str, answer: type[U]) -> U:
+    async def update(self, name: str, request_id: str, answer: type[U]) -> U:
         """Ask the workflow `name` for `request_id`.
 
         A send is durable before this is asked, so two waits end early with a coded error instead of
@@ -176,7 +190,7 @@ class Delivery:
         during which Temporal refuses updates, asked again for `UPDATE_PATIENCE_S` (as when the
         conversation has Temporal's 10 updates in flight already).
         """
-        handle, pause, deadline = await self._workflow(), 0.1, time.monotonic() + UPDATE_PATIENCE_S
+        handle, pause, deadline = await self.workflow(), 0.1, time.monotonic() + UPDATE_PATIENCE_S
         # One id for this question, kept when it is asked again after a timeout (not a second update);
         # another question about the same send (after it waited for a person) is a new one.
         update_id = f"{name}/{request_id}/{uuid7()}"
@@ -228,7 +242,7 @@ class Delivery:
     def _summary(self) -> str:
         return f"{self.config.program} conversation {self.id} (store {self.config.store})"
 
-    def _start_operation(self) -> WithStartWorkflowOperation[Any, Any]:
+    def start_operation(self) -> WithStartWorkflowOperation[Any, Any]:
         return WithStartWorkflowOperation(
             ConversationWorkflow.run,
             ConversationState(config=self.config),

@@ -16,29 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
-
-from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateFailedError
-from temporalio.service import RPCError
+from typing import Any
 
 from core.errors import ErrorCode, ThreadlineError
 from core.limits import check_keys, check_text
-from core.models import ConversationConfig, StopSend, TurnOutcome, TurnSend
+from core.models import StopSend, TurnOutcome
 from core.records_models import MAX_SYSTEM_PROMPT, ImportedMessage, ImportResult, ImportSend, SetupResult, SetupSend
-from core.temporal import from_failure
-from store.log.rules import View, view_head
-from store.log.state import Log
+from store.log.rules import view_head
 from store.records import uuid7
 
+from .handle import Handle
+from .options import SendOptions
 from .transcript import FlowView, flow_view, messages_of
-
-
-class Connected(Protocol):
-    """What the methods here need of the connection (`threadline.client.Threadline`)."""
-
-    @property
-    def client(self) -> Client:
-        """The Temporal client."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,23 +46,8 @@ class Reply:
     outcome: TurnOutcome | None = None
 
 
-class FlowMethods:
+class FlowMethods(Handle):
     """What `Conversation` adds for guided flows, the article's `message`, setups and imports."""
-
-    tl: Connected
-    config: ConversationConfig
-    view: View
-
-    if TYPE_CHECKING:
-
-        async def signal(self, send: TurnSend | StopSend) -> None: ...
-        async def _read(self) -> Log: ...
-        def _send(self, inputs: dict[str, Any], *, request_id: str | None, lm: str | None) -> TurnSend: ...
-        def _inputs(self, args: tuple[Any, ...], inputs: dict[str, Any]) -> dict[str, Any]: ...
-        def _follow(self, turn: str) -> None: ...
-        def _start_operation(self) -> WithStartWorkflowOperation[Any, Any]: ...
-        async def _workflow(self) -> Any: ...
-        async def submit(self, send: TurnSend) -> TurnOutcome: ...
 
     async def start_flow(self, flow: str, message: str = "", *, request_id: str | None = None) -> Reply:
         """Start the guided flow `flow` (a flow still active is abandoned first); the reply is its first prompt.
@@ -81,7 +55,7 @@ class FlowMethods:
         Raises:
             ThreadlineError: `flow-unknown` when the worker has no flow of that name.
         """
-        send = self._send({"message": message}, request_id=request_id, lm=None).model_copy(update={"flow": flow})
+        send = self.sent({"message": message}, SendOptions(request_id)).model_copy(update={"flow": flow})
         return await self._reply(await self.submit(send))
 
     async def message(self, text: str, *, request_id: str | None = None, lm: str | None = None) -> Reply:
@@ -90,7 +64,7 @@ class FlowMethods:
         Raises:
             ThreadlineError: when the send was refused, or its turn did not end `done` (`turn-state`).
         """
-        send = self._send(self._inputs((text,), {}), request_id=request_id, lm=lm)
+        send = self.sent(self._inputs((text,), {}), SendOptions(request_id, lm))
         return await self._reply(await self.submit(send))
 
     async def _reply(self, outcome: TurnOutcome) -> Reply:
@@ -130,7 +104,7 @@ class FlowMethods:
         check_text(system_prompt, "the system prompt", limit=MAX_SYSTEM_PROMPT)
         check_keys(metadata, "metadata")
         setup = SetupSend(request_id=request_id or uuid7(), system_prompt=system_prompt, metadata=dict(metadata or {}))
-        done: SetupResult = await self._update_with_start("setup", setup, SetupResult)
+        done: SetupResult = await self.delivery.update_with_start("setup", setup, SetupResult)
         return done.created_at
 
     async def add_messages(self, messages: Sequence[Mapping[str, str]], *, request_id: str | None = None) -> list[str]:
@@ -140,7 +114,7 @@ class FlowMethods:
         """
         parsed = [ImportedMessage.model_validate(dict(m)) for m in messages]
         send = ImportSend(request_id=request_id or uuid7(), messages=parsed)
-        done: ImportResult = await self._update_with_start("append", send, ImportResult)
+        done: ImportResult = await self.delivery.update_with_start("append", send, ImportResult)
         if done.turns:
             self._follow(done.turns[-1])
         return done.turns
@@ -154,12 +128,3 @@ class FlowMethods:
         """Record an assistant message without asking a model (the article's `add_assistant_message`): a
         turn whose message is empty, as a flow's first prompt is."""
         return (await self.add_messages([{"role": "assistant", "content": text}], request_id=request_id))[0]
-
-    async def _update_with_start(self, name: str, arg: Any, answer: type[Any]) -> Any:
-        try:
-            await self._workflow()
-            return await self.tl.client.execute_update_with_start_workflow(
-                name, arg, start_workflow_operation=self._start_operation(), result_type=answer
-            )
-        except (WorkflowUpdateFailedError, RPCError) as err:
-            raise from_failure(err) from None

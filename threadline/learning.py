@@ -30,6 +30,7 @@ from store.calls.ratings import rate
 from store.calls.split import train_test
 from store.programs.program import Program, load_programs
 
+from .options import SendOptions
 from .reading import Turn
 
 __all__ = ["backfill_calls", "call_log_of", "merge", "rate_turn", "rated", "train_test"]
@@ -102,7 +103,7 @@ def backfill_calls(settings: Settings, store: str = "default") -> int:
 class Sender(Protocol):
     """What a merge needs of a conversation handle (`threadline.client.Conversation`)."""
 
-    def sent(self, inputs: dict[str, Any], *, request_id: str | None, lm: str | None) -> TurnSend:
+    def sent(self, inputs: dict[str, Any], options: SendOptions | None = None) -> TurnSend:
         """The send the handle's view makes."""
         ...
 
@@ -120,15 +121,14 @@ async def merge(
     turns: Sequence[str | Turn],
     program: str | Program,
     *,
-    request_id: str | None = None,
-    lm: str | None = None,
+    options: SendOptions,
     inputs: Mapping[str, Any] | None = None,
 ) -> Turn:
     """`chat.merge(...)`: send a merge, wait for it to be recorded, and follow it."""
     ids = [t.id if isinstance(t, Turn) else t for t in turns]
     check_inputs(dict(inputs or {}))
     spec = MergeSpec(turns=ids, program=program.name if isinstance(program, Program) else program, inputs=inputs)
-    send = chat.sent({}, request_id=request_id, lm=lm).model_copy(update={"merge": spec})
+    send = chat.sent({}, options).model_copy(update={"merge": spec})
     outcome = await chat.submit(send)
     if outcome.error is not None:
         raise outcome.error.to_error()

@@ -27,9 +27,10 @@ from tests.support.hosts import Network, can_make_hosts, host_network
 from tests.support.pg_kit import postgres_server
 from tests.support.processes import ROOT, WorkerProcess, model_requests
 from tests.support.service_kit import serving
-from threadline.client import Threadline, TurnHandle
+from threadline.client import Threadline
 from threadline.devserver import DevServer, free_port
 from threadline.http import create_app
+from threadline.turnstream import TurnHandle
 
 pytestmark = [
     pytest.mark.slow,

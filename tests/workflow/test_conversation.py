@@ -18,6 +18,7 @@ from core.temporal import workflow_id
 from store.backends.folder import FolderStore
 from store.log.state import Log
 from threadline.client import Conversation, Threadline, connect
+from threadline.options import SendOptions
 from worker import build_worker
 
 
@@ -280,7 +281,7 @@ async def test_the_sending_updates_queue_a_request_id_once(
     chat = tl.conversation("tutor", id=cid)
     await chat.predict("hello")
     handle = client.get_workflow_handle(workflow_id("default", cid))
-    send = chat.sent({"message": "twice"}, request_id="once", lm=None)
+    send = chat.sent({"message": "twice"}, SendOptions(request_id="once"))
 
     first, second = await asyncio.gather(*(handle.execute_update(update, send, result_type=dict) for _ in "ab"))
     with pytest.raises(WorkflowUpdateFailedError) as too_long:

@@ -18,8 +18,9 @@ from store.log.state import Log
 from tests.support.functai_kit import offline, reply, tutor
 from tests.support.kit import slow
 from tests.support.processes import WorkerProcess, model_requests
-from threadline.client import Threadline, TurnHandle
+from threadline.client import Threadline
 from threadline.reading import Turn
+from threadline.turnstream import TurnHandle
 from worker import build_worker
 
 

@@ -17,8 +17,9 @@ from core.models import ConversationConfig, TurnOutcome
 from core.settings import Settings
 from store.backends.base import check_id
 from store.programs.program import load_programs
-from threadline.client import Conversation, Piece, connect
+from threadline.client import Conversation, connect
 from threadline.reading import Turn
+from threadline.turnstream import Piece
 
 from . import output
 from .output import Output

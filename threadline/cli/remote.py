@@ -21,9 +21,9 @@ import httpx
 from core.errors import ErrorCode, ThreadlineError
 from core.models import ConversationConfig, Sends, TurnOutcome
 from store.backends.base import check_id
-from threadline.client import Piece
 from threadline.reading import Turn
 from threadline.remote import answer_error
+from threadline.turnstream import Piece
 
 TIMEOUT_S = 30.0
 WAIT_S = 3600.0

@@ -1,0 +1,112 @@
+"""The choices a caller makes: a conversation's (`ConversationOptions`) and one send's (`SendOptions`).
+
+    shop = threadline.ConversationOptions(store="shops", approve="changes", lm="offline")
+    chat = tl.conversation("shop", id="alex", options=shop)     # the same as the keywords
+    chat = tl.conversation("shop", id="alex", store="shops", approve="changes", lm="offline")
+
+Each is built once at the public call (`tl.conversation(...)`, `chat(...)`, `chat.send(...)`, ...)
+and travels inside as itself, so the keywords are spelt out in one place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypedDict, Unpack
+
+from core.context import ContextRule
+from core.errors import ErrorCode, ThreadlineError
+from core.models import MAX_REQUEST_ID, ApproveRule, ConversationConfig, Sends
+from core.settings import Settings
+
+from .coding import remembers_of
+
+
+def approve_rule(approve: ApproveRule | list[str]) -> ApproveRule:
+    """An `approve` rule as it crosses the wire (a list of names becomes a tuple)."""
+    return tuple(approve) if isinstance(approve, list) else approve
+
+
+@dataclass(frozen=True, slots=True)
+class SendOptions:
+    """One send's choices, given as keywords to `chat(...)`, `predict`, `send`, `deliver` and `stream`."""
+
+    request_id: str | None = None
+    """The send's idempotency key: the same one again is the same turn (None: a new UUIDv7)."""
+    lm: str | None = None
+    """This turn's model (None: the conversation's)."""
+    approve: ApproveRule | list[str] = None
+    """This turn's `approve` rule (None: the conversation's)."""
+
+    def __post_init__(self) -> None:
+        if self.request_id is not None and not 0 < len(self.request_id) <= MAX_REQUEST_ID:
+            raise ThreadlineError(ErrorCode.INVALID_REQUEST, f"a request id has 1 to {MAX_REQUEST_ID} characters")
+
+
+class ConversationKeywords(TypedDict, total=False):
+    """`tl.conversation(...)`'s keywords: the fields of `ConversationOptions`."""
+
+    store: str
+    sends: Sends
+    context: ContextRule | Mapping[str, Any] | None
+    lm: str | None
+    idle_timeout_s: float | None
+    approve: ApproveRule | list[str]
+    approval_timeout_s: float | None
+    waiting_check_s: float | None
+    remembers: Mapping[Any, Any] | None
+    earlier_without: Sequence[str]
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationOptions:
+    """A conversation handle's choices, which travel with each of its sends (`tl.conversation(...)`)."""
+
+    store: str = "default"
+    """The store the conversation lives in (a name from `THREADLINE_STORES`)."""
+    sends: Sends = "queue"
+    """What a send does while the head runs: `queue`, `refuse`, `branch` or `interrupt`."""
+    context: ContextRule | Mapping[str, Any] | None = None
+    """What each turn is shown of the earlier ones (`{"last": 4}`, `{"summary": {...}}`; None: all)."""
+    lm: str | None = None
+    """The model (None: the worker's `THREADLINE_MODEL`)."""
+    idle_timeout_s: float | None = None
+    """The workflow closes after this long without a send (None: `THREADLINE_IDLE_TIMEOUT_S`)."""
+    approve: ApproveRule | list[str] = None
+    """The tool calls a person is asked about first (`"changes"`, `"all"`, tool names and paths; None:
+    the program's rule)."""
+    approval_timeout_s: float | None = None
+    """A turn nobody answers within this is abandoned (None: it waits as long as it takes)."""
+    waiting_check_s: float | None = None
+    """How soon a waiting turn's log is first read for answers recorded elsewhere (None: 300 s)."""
+    remembers: Mapping[Any, Any] | None = None
+    """A program with code's helpers' memory: `{answer: "conversation"}`, `"turn"`,
+    `threadline.remember(..., steps=True)`, or `"own"` for a conversation its code uses."""
+    earlier_without: Sequence[str] = ()
+    """Outputs the program now writes that earlier turns lack (`["reasoning"]`)."""
+
+    def replace(self, **given: Unpack[ConversationKeywords]) -> ConversationOptions:
+        """These options with the fields `given` changed."""
+        return dataclasses.replace(self, **given) if given else self
+
+    def config(self, program: str, conversation: str, settings: Settings, *, search: bool) -> ConversationConfig:
+        """The config a workflow starts with: these options over `settings`' defaults (`search`: the
+        server has Threadline's search attributes)."""
+        rule = self.context if isinstance(self.context, ContextRule) else ContextRule.model_validate(self.context or {})
+        return ConversationConfig(
+            store=self.store,
+            conversation=conversation,
+            program=program,
+            sends=self.sends,
+            context=rule,
+            lm=self.lm,
+            idle_timeout_s=settings.idle_timeout_s if self.idle_timeout_s is None else self.idle_timeout_s,
+            search_attributes=search,
+            attributes_every_s=settings.attributes_every_s,
+            approve=approve_rule(self.approve),
+            approval_timeout_s=self.approval_timeout_s,
+            remembers=remembers_of(self.remembers),
+            earlier_without=tuple(self.earlier_without),
+            **({} if self.waiting_check_s is None else {"waiting_check_s": self.waiting_check_s}),
+        )
