@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
 
     from . import _calls, _control
     from ._details import slim
+    from ._kept import Kept
     from ._tools import Acting
     from ._upkeep import Attributes
 
@@ -84,6 +85,7 @@ class Turns:
         self.last: TurnOutcome | None = state.outcomes[-1] if state.outcomes else None
         self._on_end = on_end
         self.acting = Acting(self)
+        self.kept = Kept()
 
     def enqueue(self, send: TurnSend) -> None:
         """Queue a send. One with an over-long request id is dropped: no caller can wait for it (`wait`
@@ -112,7 +114,7 @@ class Turns:
 
     def ready(self) -> bool:
         """A queued send can be placed now (the queue is not waiting for a running turn)."""
-        return bool(self.state.pending) and self.blocked_on is None
+        return bool(self.state.pending) and self.blocked_on is None and not self.kept.pausing()
 
     def known(self, request_id: str) -> bool:
         """Whether a send with this request id was queued, placed or answered in this run."""
@@ -175,9 +177,12 @@ class Turns:
                 summary=f"place send {send.request_id[:13]}",
             )
         except ApplicationError as err:
+            if self.kept.keep(send.request_id, err):
+                return  # placed again once the pause is over
             self.state.pending.pop(0)
             self.finish(TurnOutcome(request_id=send.request_id, state="refused", error=_error(err)))
             return
+        self.kept.forget()
         if config.store_id is None and placed.store_id is not None:  # first placed: bind the store's identity
             self.state.config = config.model_copy(update={"store_id": placed.store_id})
         if placed.kind == "busy":

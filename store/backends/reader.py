@@ -55,8 +55,10 @@ class AsyncStore(Protocol):
 
 OUTAGES = frozenset(
     {errno.EROFS, errno.EIO, errno.ENOSPC, errno.EDQUOT, errno.ESTALE, errno.ETIMEDOUT, errno.EAGAIN, errno.EBUSY}
+    | {errno.EPERM, errno.EACCES}
 )
-"""File errors that a store outage causes and that pass (a read-only remount, a full or failing disk)."""
+"""File errors that a store outage causes and that pass (a read-only remount, a full or failing disk,
+a log made immutable or a folder read-only for this worker's user, until someone gives it back)."""
 
 
 _WAIT_FIRST_S = 0.02
@@ -66,8 +68,8 @@ _WAIT_MOST_S = 0.2
 class Threaded:
     """A blocking `Store` (a folder, memory) as an `AsyncStore`: each call runs in a worker thread.
 
-    A file error that an outage causes becomes `store-unavailable` (retryable), with the system's
-    reason and no path; any other file error stays what it is (a misconfiguration to fix).
+    A file error that an outage causes (`OUTAGES`, permissions included) becomes `store-unavailable`
+    (retryable), with the system's reason and no path; any other file error stays what it is.
     """
 
     def __init__(self, store: Store) -> None:
