@@ -2,7 +2,7 @@
 
 Temporal's heartbeat timeout and retry policy are the turn's lease inside Temporal: a worker
 that dies is noticed within seconds and the activity runs again elsewhere. The record log keeps
-functai readers informed: a `lease` every 10 s while the steps run, and the turn ends with
+functai readers informed: a `lease` every 5 s while the steps run, and the turn ends with
 exactly one `ended` record, appended conditionally so a zombie attempt or another writer that
 took over can never add a second one.
 
@@ -156,7 +156,7 @@ class TurnRun:
         return records
 
     async def _watch(self) -> Interruption:
-        """Every 0.25 s: heartbeat, look for a stop, an end or a takeover; every 10 s: renew the lease."""
+        """Every 0.25 s: heartbeat, look for a stop, an end or a takeover; every 5 s: renew the lease."""
         renewed = time.monotonic()
         while True:
             await asyncio.sleep(STOP_POLL_SECONDS)

@@ -19,8 +19,19 @@ import orjson
 
 FORMAT = 1
 LEASE_SECONDS = 30.0
-"""How long a `lease` record keeps a turn `running` for every reader."""
-LEASE_RENEW_SECONDS = 10.0
+"""How long functai's leases last (renewed every 10 s): a lease a reader saw written counts as live
+for this long on the reader's own clock, whatever its `until` says."""
+CLOCK_SKEW_SECONDS = 30.0
+"""How far apart the clocks of hosts that share a log may be (docs/operations.md): the three
+constants below keep a running turn `running` for every reader within it, with 5 s to spare."""
+LEASE_HELD_SECONDS = 40.0
+"""How long a lease Threadline writes lasts: renewed every `LEASE_RENEW_SECONDS`, it keeps at least
+35 s, so a reader whose clock runs up to `CLOCK_SKEW_SECONDS` ahead still reads it live."""
+LEASE_RENEW_SECONDS = 5.0
+LEASE_GRACE_SECONDS = 15.0
+"""How long after its `until` a lease still counts as live, for a lease the reader did not see
+written: functai's leases keep at least 20 s, so a writer up to `CLOCK_SKEW_SECONDS` behind the
+reader still reads as running."""
 STOP_POLL_SECONDS = 0.25
 
 Record = dict[str, Any]
@@ -171,10 +182,11 @@ def turn_record(
 
 
 def lease_record(turn: str, *, attempt: int, now: float | None = None, owner: str | None = None) -> Record:
-    """A `lease`: the turn is `running` for every reader until now + 30 s."""
+    """A `lease`: the turn is `running` for every reader until now + `LEASE_HELD_SECONDS` (functai's
+    30 s and the skew between hosts' clocks that leases allow)."""
     t = time.time() if now is None else now
     out = _base("lease", turn, iso(t))
-    out.update(holder=owner or holder(), until=iso(t + LEASE_SECONDS), attempt=attempt)
+    out.update(holder=owner or holder(), until=iso(t + LEASE_HELD_SECONDS), attempt=attempt)
     return out
 
 

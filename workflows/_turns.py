@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from core.temporal import from_failure
 
     from . import _calls, _control
+    from ._kept import Kept
     from ._state import RunState
     from ._tools import Acting
 
@@ -54,6 +55,12 @@ class Turns:
     def __init__(self, state: RunState) -> None:
         self.state = state
         self.acting = Acting(state, start=self.start)
+        self.kept = Kept()
+
+    def ready(self) -> bool:
+        """A queued send can be placed now: the queue waits for no running turn, and no send kept for
+        a store that is away waits for its next try."""
+        return self.state.ready() and not self.kept.pausing()
 
     # ----- placing sends
 
@@ -72,9 +79,12 @@ class Turns:
                 summary=f"place send {send.request_id[:13]}",
             )
         except ApplicationError as err:
+            if self.kept.keep(send.request_id, err):
+                return  # placed again once the pause is over
             self.state.drop_first()
             self.state.finish(TurnOutcome(request_id=send.request_id, state="refused", error=_error(err)))
             return
+        self.kept.forget()
         self.state.bind_store(placed.store_id)
         if placed.kind == "busy":
             await self._behind(placed.turn, placed.records)

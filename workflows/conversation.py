@@ -152,7 +152,7 @@ class ConversationWorkflow:
                 await self.admission.stop(*self.state.next_stop())
             elif self.guided.due:
                 await self.guided.fire()
-            elif self.state.ready():
+            elif self.turns.ready():
                 await self.admission.admit(self.state.pending[0])
             elif self._time_to_continue() and await self._drained():
                 upkeep.publish(self.state.attributes(), force=True)
@@ -179,7 +179,7 @@ class ConversationWorkflow:
         return self.state.idle() and self.merges.idle()
 
     def _has_work(self) -> bool:
-        return bool(self.state.stops or self.guided.due) or self.state.ready() or self._time_to_continue()
+        return bool(self.state.stops or self.guided.due) or self.turns.ready() or self._time_to_continue()
 
     def _time_to_continue(self) -> bool:
         return self._idle() and self.state.run_full()  # never leave a turn, a send or a summary behind

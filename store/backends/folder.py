@@ -4,7 +4,9 @@
     <folder>/conversations/<id>.lock    BSD flock taken for every append
 
 Every append is one step across processes and threads: the lock, a count of the complete lines,
-the `expect` check, one O_APPEND write of the whole batch, fsync. Reading takes no lock and is
+the `expect` check, one O_APPEND write of the whole batch, fsync; a write that fails part-way (a
+full disk) is cut back to the last whole record before it raises, so the file is only ever whole
+lines. Reading takes no lock and is
 incremental: only bytes appended since the last read are scanned for line ends, and a trailing
 fragment with no newline (a write in progress) is left for later. What this process keeps of a
 file is where each line starts and ends (16 bytes a record), not its bytes: records are read
@@ -157,7 +159,7 @@ class FolderStore:
                 if fd is None:
                     fd = _open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
                     assert fd is not None
-                _write_all(fd, data)
+                _append_whole(fd, data)
                 # Under the lock the file ended at held.offset, so these lines are exactly what was added.
                 held.add(data, len(data), held.offset)
                 return n + len(batch)
@@ -314,6 +316,23 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         view = view[os.write(fd, view) :]
     os.fsync(fd)
+
+
+def _append_whole(fd: int, data: bytes) -> None:
+    """`_write_all`, all or nothing: when the write or its fsync fails (no space left, an I/O error),
+    the file is cut back to its length before the write, its last whole record, and then the error
+    is raised. Without it, the part that fit stayed as a line of its own once the next append
+    terminated it, and plain JSON-lines readers fail on that line."""
+    size = os.fstat(fd).st_size  # under the lock: nobody else appends meanwhile
+    try:
+        _write_all(fd, data)
+    except OSError:
+        try:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+        except OSError as err:  # the next append terminates what is left, as a torn line
+            log.error("store.truncate_failed", size=size, reason=err.strerror)
+        raise
 
 
 def _read_range(fd: int, start: int, end: int) -> bytes:

@@ -56,8 +56,10 @@ class AsyncStore(Protocol):
 
 OUTAGES = frozenset(
     {errno.EROFS, errno.EIO, errno.ENOSPC, errno.EDQUOT, errno.ESTALE, errno.ETIMEDOUT, errno.EAGAIN, errno.EBUSY}
+    | {errno.EPERM, errno.EACCES}
 )
-"""File errors that a store outage causes and that pass (a read-only remount, a full or failing disk)."""
+"""File errors that a store outage causes and that pass (a read-only remount, a full or failing disk,
+a log made immutable or a folder read-only for this worker's user, until someone gives it back)."""
 
 
 _WAIT_FIRST_S = 0.02
@@ -67,8 +69,8 @@ _WAIT_MOST_S = 0.2
 class Threaded:
     """A blocking `Store` (a folder, memory) as an `AsyncStore`: each call runs in a worker thread.
 
-    A file error that an outage causes becomes `store-unavailable` (retryable), with the system's
-    reason and no path; any other file error stays what it is (a misconfiguration to fix).
+    A file error that an outage causes (`OUTAGES`, permissions included) becomes `store-unavailable`
+    (retryable), with the system's reason and no path; any other file error stays what it is.
     """
 
     def __init__(self, store: Store) -> None:
@@ -130,7 +132,9 @@ class ConversationLog:
     """One conversation of one store, read incrementally into a `Log`.
 
     Reads are serialised by a lock, so each record is applied once; callers use the returned
-    `Log` without awaiting in between (it changes only inside `read` and `append`).
+    `Log` without awaiting in between (it changes only inside `read` and `append`). Each read tells
+    the log when the one before it began: what it finds was written since, by this process's clock,
+    which is what keeps the lease of a writer whose clock runs behind live (`Turn.state`).
     """
 
     def __init__(self, store: AsyncStore, conversation: str) -> None:
@@ -138,17 +142,20 @@ class ConversationLog:
         self.conversation = conversation
         self.log = Log()
         self._reading = asyncio.Lock()
+        self._read_at: float | None = None
 
     async def read(self) -> Log:
         """The log with every record appended until now applied (a long log `READ_BATCH` records at a
         time, so a cold read of a long conversation never holds all its parsed records at once)."""
         async with self._reading:
+            began = now()
             while True:
                 records = await self.store.read(self.conversation, self.log.n, limit=READ_BATCH)
-                self.log.apply(records)
+                self.log.apply(records, unseen_at=self._read_at)
                 if len(records) < READ_BATCH:
                     break
                 await asyncio.sleep(0)  # let heartbeats and workflow tasks run between batches
+            self._read_at = began
         return self.log
 
     async def turn(self, turn: str) -> Turn:
@@ -169,10 +176,12 @@ class ConversationLog:
         Appended on exactly what this log holds (`expect` is its count), they are applied here as a
         reader would see them, numbered and through JSON, so the next read does not fetch them back.
         """
+        began = now()
         count = await self.store.append(self.conversation, records, expect=expect)
         async with self._reading:
             if expect is not None and expect == self.log.n and count == expect + len(records):
-                self.log.apply([json.loads(encode(dict(record), expect + i + 1)) for i, record in enumerate(records)])
+                written = [json.loads(encode(dict(record), expect + i + 1)) for i, record in enumerate(records)]
+                self.log.apply(written, unseen_at=began)
         return count
 
     async def append_if(self, turn: str, build: Callable[[Log, Turn], list[Record] | None]) -> Turn:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from store.records import FORMAT, Record, parse_time
+from store.records import FORMAT, LEASE_GRACE_SECONDS, LEASE_SECONDS, Record, parse_time
 from store.values import copy_value
 
 from .kept import kept_ended, kept_lease, kept_turn, paused_gc
@@ -47,6 +47,9 @@ class Turn:
     children: list[str] = field(default_factory=list)
     position: int = 0
     """Its place in `Log.order` (later turns were recorded later)."""
+    lease_seen: float | None = None
+    """A moment (the reader's clock) before which its last lease was not in the log, when the reader
+    knows one: it read the log without that lease then."""
 
     @property
     def id(self) -> str:
@@ -75,14 +78,24 @@ class Turn:
         return list((self.ended or {}).get("saw") or self.record.get("saw") or [])
 
     def state(self, now: float) -> TurnStateName:
-        """How it ended, or `waiting`, `running` (a live lease, `until >= now`) or `interrupted`."""
+        """How it ended, or `waiting`, `running` (a live lease) or `interrupted`.
+
+        A lease is live until `LEASE_GRACE_SECONDS` after its `until`, which is the writer's clock, so
+        a writer whose clock runs somewhat behind is not taken over; and, on the reader's own clock,
+        for `LEASE_SECONDS` after a moment the reader knows it was not yet written (`lease_seen`),
+        whatever its `until` says.
+        """
         if self.ended is not None:
             return self.ended.get("state", "failed")  # type: ignore[no-any-return]
         lease_seq = int(self.lease.get("seq") or 0) if self.lease else 0
         if self.waiting is not None and int(self.waiting.get("seq") or 0) > lease_seq:
             return "waiting"
-        until = parse_time(self.lease.get("until")) if self.lease else 0.0
-        return "running" if until >= now else "interrupted"
+        if self.lease is None:
+            return "interrupted"
+        live = parse_time(self.lease.get("until")) + LEASE_GRACE_SECONDS
+        if self.lease_seen is not None:
+            live = max(live, self.lease_seen + LEASE_SECONDS)
+        return "running" if live >= now else "interrupted"
 
     def unanswered(self) -> list[Record]:
         """The approvals its last `waiting` record asks for that no later `approval` answers."""
@@ -170,10 +183,17 @@ class Log:
         new turn would walk the whole chain of `saw_of` back to the first turn."""
         self._orphans: dict[str, list[str]] = {}
         """Turns recorded before the turn they continue, by that turn's id (`children` lacks them)."""
+        self._unseen_at: float | None = None
         self.apply(records)
 
-    def apply(self, records: Iterable[Record]) -> None:
-        """Apply `records` (those after position `n`), skipping unknown formats, kinds and keys."""
+    def apply(self, records: Iterable[Record], *, unseen_at: float | None = None) -> None:
+        """Apply `records` (those after position `n`), skipping unknown formats, kinds and keys.
+
+        `unseen_at` is a moment (the reader's clock) when the log did not hold them yet, when the
+        reader knows one: the start of its previous read. A lease among them then counts as live for
+        `LEASE_SECONDS` after it, however far the writer's clock is off.
+        """
+        self._unseen_at = unseen_at
         apply_one = self._apply_one
         with paused_gc():
             for record in records:
@@ -196,6 +216,7 @@ class Log:
         # The kinds a long log is made of come first.
         if kind == "lease" and turn is not None:
             turn.lease = kept_lease(record, turn.record["turn"])
+            turn.lease_seen = self._unseen_at
             turn.attempt = max(turn.attempt, int(record.get("attempt") or 1))
         elif kind == "ended" and turn is not None:
             turn.ended = turn.ended or kept_ended(record, turn.record, self._canonical)

@@ -1,5 +1,5 @@
-"""A store outage a test can switch on and off: the record log's folder remounted read-only (as
-root, the real fault), or else a store whose appends fail as a read-only disk's would.
+"""A store outage a test can switch on and off: the record log's folder remounted read-only or made
+immutable (as root, the real faults), or else a store whose appends fail as such a disk's would.
 
 The bind mount covers `<store>/conversations` (the record log), not the whole store folder: a
 running turn keeps its text stream (`<store>/streams/<turn>.jsonl`) open for writing, and Linux
@@ -62,28 +62,52 @@ class ReadOnlyMount:
             self.mounted = False
 
 
-class ReadOnlyStore(FolderStore):
-    """A folder store whose appends fail with EROFS while `down` (for tests that cannot mount)."""
+class Immutable:
+    """`chattr +i` on the log's folder and its logs: creating or appending fails EPERM, even for root,
+    until `chattr -i` (a store unwritable by permission, as a read-only folder is for a non-root worker)."""
+
+    kind = "immutable log folder (chattr +i)"
 
     def __init__(self, folder: Path) -> None:
+        self.folder = folder / "conversations"
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.stores: dict[str, Store] | None = None
+        self.made: list[Path] = []
+
+    def begin(self) -> None:
+        """Make the folder and every log in it immutable."""
+        self.made = [self.folder, *sorted(self.folder.glob("*.jsonl"))]
+        subprocess.run(["chattr", "+i", *map(str, self.made)], capture_output=True, check=True)
+
+    def end(self) -> None:
+        """Make them writable again."""
+        if self.made:
+            subprocess.run(["chattr", "-i", *map(str, self.made)], capture_output=True, check=True)
+            self.made = []
+
+
+class ReadOnlyStore(FolderStore):
+    """A folder store whose appends fail with `error` (EROFS) while `down` (for tests that cannot mount)."""
+
+    def __init__(self, folder: Path, error: int = errno.EROFS) -> None:
         super().__init__(folder)
         self.down = False
+        self.error = error
 
     def append(self, conversation: str, records: Sequence[dict[str, Any]], *, expect: int | None = None) -> int:
-        """Fail as a read-only file system would, or append."""
+        """Fail as a read-only (or forbidden) file system would, or append."""
         if self.down:
-            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+            raise OSError(self.error, os.strerror(self.error))
         return super().append(conversation, records, expect=expect)
 
 
 class FailingWrites:
     """The outage as a store wrapper: passed to the worker, its appends fail while it is on."""
 
-    kind = "store wrapper failing writes with EROFS"
-
-    def __init__(self, folder: Path) -> None:
-        self.store = ReadOnlyStore(folder)
+    def __init__(self, folder: Path, error: int = errno.EROFS) -> None:
+        self.store = ReadOnlyStore(folder, error)
         self.stores: dict[str, Store] | None = {"default": self.store}
+        self.kind = f"store wrapper failing writes with {errno.errorcode[error]}"
 
     def begin(self) -> None:
         """Fail every append from now on."""
@@ -111,9 +135,32 @@ def can_mount() -> bool:
         probe.rmdir()
 
 
+def can_chattr(folder: Path) -> bool:
+    """Whether this process may make files under `folder` immutable (root, on a file system that can)."""
+    if os.geteuid() != 0:
+        return False
+    probe = folder / f".chattr-probe-{os.getpid()}"
+    probe.touch()
+    try:
+        found = subprocess.run(["chattr", "+i", str(probe)], capture_output=True, check=False)
+        if found.returncode == 0:
+            subprocess.run(["chattr", "-i", str(probe)], capture_output=True, check=True)
+        return found.returncode == 0
+    except OSError:
+        return False
+    finally:
+        probe.unlink()
+
+
 def outage_of(folder: Path) -> Outage:
     """The realest outage this process can cause on the store at `folder`."""
     return ReadOnlyMount(folder) if can_mount() else FailingWrites(folder)
+
+
+def forbidden_of(folder: Path) -> Outage:
+    """The realest store unwritable by permission this process can cause at `folder` (else EACCES from a wrapper)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return Immutable(folder) if can_chattr(folder) else FailingWrites(folder, errno.EACCES)
 
 
 def _mount(args: list[str], *, command: str = "mount") -> None:

@@ -23,6 +23,7 @@ from store.log.state import Log
 from tests.support import support_programs
 from tests.support.fakeprovider import FakeProvider
 from tests.support.functai_kit import Responder, support_reply
+from tests.support.kit import lease_ran_out
 from tests.support.processes import WorkerProcess
 from tests.support.support_kit import MODEL, answer_for, provider_env, sent
 from threadline.client import connect
@@ -92,14 +93,14 @@ async def test_a_worker_killed_between_helpers_does_not_ask_the_first_again(
 async def test_a_turn_threadline_left_between_helpers_is_resumed_by_functai(
     client: Client, settings: Settings, fake: FakeProvider, cid: str, tmp_path: Path
 ) -> None:
-    """No worker comes back: once the lease ran out (30 s), functai resumes the turn. Threadline's replies are
+    """No worker comes back: once the lease ran out (40 s), functai resumes the turn. Threadline's replies are
     keyed by Threadline's requests, so functai asks both helpers again (never fed a reply to another
     prompt); the turn ends done in attempt 2, and Threadline's next turn is shown the final attempt's
     `answer` call only."""
     settings = dataclasses.replace(settings, programs=("tests.support.support_programs",))
     folder = settings.store_folder("default")
     _, tid = await killed_after_topic(settings, fake, cid, tmp_path / "w1.log")
-    await until(lambda: Log(records(folder, cid)).turns[tid].state(now()) == "interrupted", within=45.0)
+    await until(lambda: lease_ran_out(folder, cid, tid), within=55.0)
 
     programs = support_programs.functai_programs()
     remembers = {programs[name]: mode for name, mode in REMEMBERS.items()}

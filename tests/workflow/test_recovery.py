@@ -16,7 +16,7 @@ from core.settings import Settings
 from store.backends.folder import FolderStore
 from store.log.state import Log
 from tests.support.functai_kit import offline, reply, tutor
-from tests.support.kit import slow
+from tests.support.kit import lease_ran_out, slow
 from tests.support.processes import WorkerProcess, model_requests
 from threadline.client import Threadline
 from threadline.reading import Turn
@@ -169,8 +169,8 @@ async def test_after_a_long_outage_threadline_yields_to_functai(
     running = await tl.conversation("tutor", id=cid).send("during the outage")
     await until_asking(folder, cid, running.id)
     first.kill()
-    for _ in range(450):  # the lease written at the start lasts 30 s
-        if Log(FolderStore(folder).read(cid)).turns[str(running.id)].state(time.time()) == "interrupted":
+    for _ in range(550):  # the lease written at the start lasts 40 s
+        if lease_ran_out(folder, cid, str(running.id)):
             break
         await asyncio.sleep(0.1)
 
