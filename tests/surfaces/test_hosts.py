@@ -110,7 +110,8 @@ async def functai_on(host_prefix: list[str], url: str, conversation: str, count:
 
 
 async def until_running(pg: PostgresStore, conversation: str, turn: str) -> None:
-    for _ in range(400):
+    deadline = time.monotonic() + 60  # workers on a loaded machine may take a while to pick a turn up
+    while time.monotonic() < deadline:
         log = Log(await asyncio.to_thread(pg.read, conversation))
         if turn in log.turns and log.turns[turn].state(time.time()) == "running":
             return
