@@ -31,7 +31,15 @@ WORKER_GRACE_WITHOUT_SERVER_S = 3.0
 
 
 def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None:
-    """Add `dev`, `worker` and `serve`."""
+    """Add `dev`, `worker`, `serve` and `codec`."""
+    _add_dev(commands, common)
+    summary = "run a worker for the server at THREADLINE_TEMPORAL_ADDRESS"
+    commands.add_parser("worker", parents=[common], help=summary, description=summary).set_defaults(run=run_worker)
+    _add_serve(commands, common)
+    _add_codec(commands, common)
+
+
+def _add_dev(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     dev = commands.add_parser(
         "dev",
         parents=[common],
@@ -51,9 +59,8 @@ def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None
     dev.add_argument("--demo", action="store_true", help="hold a short conversation with the offline model")
     dev.set_defaults(run=run_dev)
 
-    summary = "run a worker for the server at THREADLINE_TEMPORAL_ADDRESS"
-    commands.add_parser("worker", parents=[common], help=summary, description=summary).set_defaults(run=run_worker)
 
+def _add_serve(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     serve = commands.add_parser(
         "serve",
         parents=[common],
@@ -65,6 +72,8 @@ def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None
     serve.add_argument("--port", type=int, default=8000, help="the port to listen on (default 8000)")
     serve.set_defaults(run=run_serve)
 
+
+def _add_codec(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     codec = commands.add_parser(
         "codec",
         parents=[common],
