@@ -35,8 +35,16 @@ class FolderBlobs:
         return f"<FolderBlobs {self.folder}>"
 
     async def put(self, key: str, data: bytes) -> None:
-        """Keep `data` under `key`, durably (nothing to do when it is there already)."""
-        await asyncio.to_thread(self._put, self._path(key), data)
+        """Keep `data` under `key`, durably (nothing to do when it is there already).
+
+        Raises:
+            ThreadlineError: `store-unavailable` (retryable) when the folder cannot take it now.
+        """
+        try:
+            await asyncio.to_thread(self._put, self._path(key), data)
+        except OSError as err:
+            message = f"the payload store cannot keep a payload now ({err.strerror}); send again, same request id"
+            raise ThreadlineError(ErrorCode.STORE_UNAVAILABLE, message, retryable=True) from None
 
     async def get(self, key: str) -> bytes:
         """The bytes under `key`.
