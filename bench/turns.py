@@ -417,7 +417,7 @@ async def bench_sequential(b: Bench) -> Sequential:
                 history[name].append(await history_point(b.client, wid, i))
         if i == WARMUP_TURNS + TIMED_TURNS:
             report_overhead(latencies)
-            print(f"  carrying both conversations on to turn {last} (history and late-turn latency) ...")
+            print(f"  carrying the conversations on to turn {last} (history and late-turn latency) ...")
         elif i > WARMUP_TURNS + TIMED_TURNS and i % 50 == 0:
             recent = {n: 1000 * statistics.median(v[-50:]) for n, v in latencies.items()}
             print(
