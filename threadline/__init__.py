@@ -9,29 +9,33 @@ conversations. Errors are `ThreadlineError` with a stable `code`.
 
 from __future__ import annotations
 
-from core.context import ContextRule
-from core.errors import ErrorCode, ThreadlineError
-from core.models import TurnOutcome
-from core.settings import Settings
-from store.calls.metrics import Metric, metric
-from store.flows.manager import Flow, FlowBuilder
-from store.programs.code import AIFunction, CodeProgram, earlier, remember
-from store.programs.making import ai
-from store.programs.making import program as program
-from store.programs.program import Program
-from store.programs.tools import Tool, tool
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from .acting import Cancelled, LiveTurn, Waiting
-from .client import Conversation, Threadline, connect
-from .evaluation import Evaluation, evaluate
-from .guided import Reply
-from .learning import rated, train_test
-from .listing import ConversationInfo, ConversationPage
-from .options import ConversationOptions, SendOptions
-from .reading import Turn
-from .remote import functai_store
-from .transcript import FlowView
-from .turnstream import Piece, TurnHandle, TurnStream
+if TYPE_CHECKING:
+    from core.context import ContextRule
+    from core.errors import ErrorCode, ThreadlineError
+    from core.models import TurnOutcome
+    from core.settings import Settings
+    from store.calls.metrics import Metric, metric
+    from store.flows.manager import Flow, FlowBuilder
+    from store.programs.code import AIFunction, CodeProgram, earlier, remember
+    from store.programs.making import ai
+    from store.programs.making import program as program
+    from store.programs.program import Program
+    from store.programs.tools import Tool, tool
+
+    from .acting import Cancelled, LiveTurn, Waiting
+    from .client import Conversation, Threadline, connect
+    from .evaluation import Evaluation, evaluate
+    from .guided import Reply
+    from .learning import rated, train_test
+    from .listing import ConversationInfo, ConversationPage
+    from .options import ConversationOptions, SendOptions
+    from .reading import Turn
+    from .remote import functai_store
+    from .transcript import FlowView
+    from .turnstream import Piece, TurnHandle, TurnStream
 
 # `@threadline.program` over a typed function makes it a program: its docstring is the
 # instruction, its parameters the inputs, its return type the `result` output, with the fields and
@@ -84,3 +88,44 @@ __all__ = [
     "tool",
     "train_test",
 ]
+
+_HOMES = {
+    "core.context": ("ContextRule",),
+    "core.errors": ("ErrorCode", "ThreadlineError"),
+    "core.models": ("TurnOutcome",),
+    "core.settings": ("Settings",),
+    "store.calls.metrics": ("Metric", "metric"),
+    "store.flows.manager": ("Flow", "FlowBuilder"),
+    "store.programs.code": ("AIFunction", "CodeProgram", "earlier", "remember"),
+    "store.programs.making": ("ai", "program"),
+    "store.programs.program": ("Program",),
+    "store.programs.tools": ("Tool", "tool"),
+    ".acting": ("Cancelled", "LiveTurn", "Waiting"),
+    ".client": ("Conversation", "Threadline", "connect"),
+    ".evaluation": ("Evaluation", "evaluate"),
+    ".guided": ("Reply",),
+    ".learning": ("rated", "train_test"),
+    ".listing": ("ConversationInfo", "ConversationPage"),
+    ".options": ("ConversationOptions", "SendOptions"),
+    ".reading": ("Turn",),
+    ".remote": ("functai_store",),
+    ".transcript": ("FlowView",),
+    ".turnstream": ("Piece", "TurnHandle", "TurnStream"),
+}
+"""The module each public name comes from. They are imported on first use (PEP 562), not with the
+package: `threadline.cli` is inside it, and a command such as `threadline --help` should not pay for
+Temporal, pydantic and the stores it never touches."""
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+if not TYPE_CHECKING:  # mypy sees the imports above; a typo stays an error there
+
+    def __getattr__(name: str) -> Any:
+        home = _HOME_OF.get(name)
+        if home is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(home, __name__), name)
+        globals()[name] = value  # once: later reads find it without calling here
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(globals()) | set(__all__))

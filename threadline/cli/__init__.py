@@ -24,18 +24,16 @@ exit 1; usage errors exit 2.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from collections.abc import Coroutine, Sequence
 from typing import Any, NoReturn
 
-from temporalio.service import RPCError
-
-from core import logs
 from core.errors import ThreadlineError
-from core.temporal import from_failure
 
+# Only what parsing needs is imported here, and by the command modules at their top: `--help` and a
+# usage error print at once, and a command loads Temporal, pydantic and the stores (imported where
+# they are used) only when it runs. tests/surfaces/test_cli_imports.py holds this.
 from . import (
     acting_commands,
     chat,
@@ -62,6 +60,13 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 def run(argv: Sequence[str] | None = None) -> int:
     """Run the `threadline` command with `argv`; return its exit status (usage errors raise SystemExit)."""
     args = build_parser().parse_args(argv)
+    import asyncio
+
+    from temporalio.service import RPCError
+
+    from core import logs
+    from core.temporal import from_failure
+
     out = Output.for_stdout(json=getattr(args, "json", False))
     logs.configure("info" if args.command in {"dev", "worker", "serve"} else "warning")
     command: Command = args.run

@@ -10,15 +10,16 @@ threadline abandon shop-1 TURN
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.errors import ErrorCode, ThreadlineError
-from core.settings import Settings
-from threadline.acting import LiveTurn, act, answer
 
 from . import output
-from .common import Subcommands, add_conversation, open_local
+from .common import Subcommands, add_conversation, env_settings, open_local
 from .output import Output
+
+if TYPE_CHECKING:
+    from threadline.acting import LiveTurn
 
 
 def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None:
@@ -67,7 +68,9 @@ def _add_turn(parser: argparse.ArgumentParser) -> None:
 
 async def run_approve(args: argparse.Namespace, out: Output) -> int:
     """Answer the turn's approvals; print the turn as it is then."""
-    chat = await open_local(args, Settings.from_env())
+    from threadline.acting import answer
+
+    chat = await open_local(args, env_settings())
     given = {"site": args.site, "invocation": args.invocation, "by": args.by, "reason": args.reason}
     turn = await answer(chat, args.turn, "deny" if args.deny else "approve", wait=not args.no_wait, **given)
     return _print(turn, out)
@@ -75,7 +78,7 @@ async def run_approve(args: argparse.Namespace, out: Output) -> int:
 
 async def run_resume(args: argparse.Namespace, out: Output) -> int:
     """Resume the turn; print it once it ended (or waits again)."""
-    chat = await open_local(args, Settings.from_env())
+    chat = await open_local(args, env_settings())
     turn = await chat.turn(args.turn)
     turn = await turn.resume(results=_results(args.result), rerun=args.rerun, wait=not args.no_wait)
     return _print(turn, out)
@@ -83,7 +86,9 @@ async def run_resume(args: argparse.Namespace, out: Output) -> int:
 
 async def run_abandon(args: argparse.Namespace, out: Output) -> int:
     """End the turn `abandoned`."""
-    chat = await open_local(args, Settings.from_env())
+    from threadline.acting import act
+
+    chat = await open_local(args, env_settings())
     await act(chat, args.turn, "abandon")
     return _print(await chat.turn(args.turn), out, ok=("abandoned",))
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from core.errors import ErrorCode, ThreadlineError
-from threadline.reading import Turn
 
 from . import output
+
+if TYPE_CHECKING:
+    from threadline.reading import Turn
 
 _YES = frozenset({"y", "yes"})
 _NO = frozenset({"n", "no"})

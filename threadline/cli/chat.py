@@ -13,14 +13,9 @@ import contextlib
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
-
-from temporalio.service import RPCError
+from typing import TYPE_CHECKING
 
 from core.errors import ErrorCode, ThreadlineError, is_code
-from core.settings import Settings
-from core.temporal import from_failure
-from threadline.acting import LiveTurn
-from threadline.reading import Turn
 
 from . import asking, chat_flows, output
 from .common import (
@@ -30,11 +25,17 @@ from .common import (
     Subcommands,
     add_conversation,
     branch_tree,
+    env_settings,
     message_inputs,
     note,
     open_conversation,
 )
 from .output import Output
+
+if TYPE_CHECKING:
+    from core.settings import Settings
+    from threadline.acting import LiveTurn
+    from threadline.reading import Turn
 
 HELP = f"""\
 /turns         the turns from the first to the head of this branch
@@ -70,7 +71,7 @@ def add_command(commands: Subcommands, common: argparse.ArgumentParser) -> None:
 
 async def run_chat(args: argparse.Namespace, out: Output) -> int:
     """Hold the conversation until `/quit` or the end of the input (exit 0), or Ctrl-C at the prompt (130)."""
-    settings = Settings.from_env()
+    settings = env_settings()
     chat = ChatSession(await open_conversation(args, settings), out, settings=settings, lm=args.lm)
     lines = InputLines(sys.stdin)
     if lines.interactive:
@@ -116,6 +117,10 @@ class ChatSession:
 
     async def handle(self, line: str) -> bool:
         """Carry out one line: a command or a message. Return False when the chat should end."""
+        from temporalio.service import RPCError
+
+        from core.temporal import from_failure
+
         text = line.strip()
         name, _, arg = text.partition(" ")
         if name in {"/quit", "/exit"}:
@@ -143,6 +148,8 @@ class ChatSession:
 
     async def _follow(self, turn_id: str | None, ended: Callable[[], Awaitable[Turn]], request_id: str) -> None:
         """Print the turn's text as it arrives, then how it ended; ask when it waits for a person."""
+        from threadline.acting import LiveTurn
+
         async with Progress.on_stderr() as progress:
             progress.turn = self.running = turn_id
             try:

@@ -7,16 +7,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, TypeGuard
 
 from core.errors import ErrorCode, ThreadlineError
-from store.flows.progress import flow_entries
-from threadline.client import Conversation
 
 from . import output
 from .common import Chat, note
 from .flow_commands import flow_text
 from .output import Output
+
+if TYPE_CHECKING:
+    from threadline.client import Conversation
 
 
 class ChatSession(Protocol):
@@ -26,9 +27,16 @@ class ChatSession(Protocol):
     out: Output
 
 
+def _is_local(chat: Chat) -> TypeGuard[Conversation]:
+    """Whether `chat` goes through Temporal and the store, not the HTTP service (THREADLINE_URL)."""
+    from threadline.client import Conversation
+
+    return isinstance(chat, Conversation)
+
+
 def _local(session: ChatSession) -> Conversation:
     """The session's conversation through Temporal and the store: flows are not served over THREADLINE_URL."""
-    if not isinstance(session.chat, Conversation):
+    if not _is_local(session.chat):
         raise ThreadlineError(ErrorCode.INVALID_REQUEST, "guided flows need Temporal: unset THREADLINE_URL")
     return session.chat
 
@@ -58,7 +66,7 @@ async def flow_command(session: ChatSession, arg: str) -> None:
 
 async def print_collected(session: ChatSession, request_id: str) -> None:
     """After a flow's turn: print what the flow collected, when that turn completed it (or handed it on)."""
-    if not isinstance(session.chat, Conversation):
+    if not _is_local(session.chat):
         return  # over THREADLINE_URL a send is never a flow's
     outcome = await session.chat.outcome(request_id)
     flow = outcome.flow
@@ -82,12 +90,14 @@ async def follow_reminders(session: ChatSession) -> None:
     """Until cancelled: print each reminder or expiry of a flow as it is recorded (a durable timer's
     work, which arrives while nobody sends anything). A store that cannot be read ends it quietly:
     the chat itself reports such errors."""
-    if isinstance(session.chat, Conversation):  # over THREADLINE_URL there is no store to follow
+    if _is_local(session.chat):  # over THREADLINE_URL there is no store to follow
         with contextlib.suppress(ThreadlineError):
             await _follow(session.chat, session)
 
 
 async def _follow(chat: Conversation, session: ChatSession) -> None:
+    from store.flows.progress import flow_entries
+
     conversation = chat.tl.log(chat.config.store, chat.id)
     seen = len(flow_entries(await conversation.read()))
     while True:

@@ -10,20 +10,19 @@ import json
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
-from typing import Any, Protocol, TextIO, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeAlias
 
 from core.errors import ErrorCode, ThreadlineError
-from core.models import ConversationConfig, TurnOutcome
-from core.settings import Settings
-from store.backends.base import check_id
-from store.programs.program import load_programs
-from threadline.client import Conversation, connect
-from threadline.reading import Turn
-from threadline.turnstream import Piece
 
 from . import output
 from .output import Output
-from .remote import RemoteConversation, Service, service_url
+
+if TYPE_CHECKING:  # imported where used: parsing the command line needs none of them (see cli/__init__.py)
+    from core.models import ConversationConfig, TurnOutcome
+    from core.settings import Settings
+    from threadline.client import Conversation
+    from threadline.reading import Turn
+    from threadline.turnstream import Piece
 
 Command = Callable[[argparse.Namespace, Output], Coroutine[Any, Any, int]]
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # not subscriptable at run time
@@ -80,6 +79,13 @@ class Chat(Protocol):
     async def head(self, turn: str) -> None: ...
 
 
+def env_settings() -> Settings:
+    """The settings from the environment (`Settings.from_env()`, imported only once a command runs)."""
+    from core.settings import Settings
+
+    return Settings.from_env()
+
+
 _OPENED: list[Callable[[], Awaitable[None]]] = []
 """How to close what this command opened (stores, HTTP clients), called by `close_opened`."""
 
@@ -87,6 +93,11 @@ _OPENED: list[Callable[[], Awaitable[None]]] = []
 async def open_conversation(args: argparse.Namespace, settings: Settings, **options: Any) -> Chat:
     """A handle on conversation `args.id`: through the HTTP service when THREADLINE_URL is set, else
     through Temporal and the store (see `open_local`)."""
+    from core.models import ConversationConfig
+    from store.backends.base import check_id
+
+    from .remote import RemoteConversation, Service, service_url
+
     check_id(args.id)
     if service_url() is None:
         return await open_local(args, settings, **options)
@@ -101,6 +112,9 @@ async def open_conversation(args: argparse.Namespace, settings: Settings, **opti
 async def open_local(args: argparse.Namespace, settings: Settings, **options: Any) -> Conversation:
     """A handle on conversation `args.id`; a bad id or store fails before Temporal is asked anything,
     and commands that only read the store never connect to it."""
+    from store.backends.base import check_id
+    from threadline.client import connect
+
     check_id(args.id)
     settings.store_spec(args.store)
     threadline = await connect(settings, lazy=True)
@@ -121,6 +135,8 @@ async def close_opened() -> None:
 
 def message_inputs(message: str, program: str, settings: Settings) -> dict[str, Any]:
     """MESSAGE as the inputs of `program`: its one input, or a JSON object of several."""
+    from store.programs.program import load_programs
+
     known = load_programs(settings.programs).get(program)
     if known is not None and len(known.inputs) == 1:
         return {known.inputs[0][0]: message}

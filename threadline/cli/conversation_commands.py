@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from core.settings import Settings
-
 from . import output
 from .coding import add_code_options, code_options
 from .common import (
@@ -15,12 +13,12 @@ from .common import (
     Subcommands,
     add_conversation,
     branch_tree,
+    env_settings,
     message_inputs,
     open_conversation,
     open_local,
 )
 from .output import Output
-from .remote import refuse_remote
 
 _SEND_EPILOG = """\
 MESSAGE is the program's input: for `tutor`, its `message`. For a program whose input is not
@@ -117,7 +115,7 @@ def _add_acting(commands: Subcommands, common: argparse.ArgumentParser) -> None:
 
 async def run_send(args: argparse.Namespace, out: Output) -> int:
     """Send a turn; print how it ended (or, with `--no-wait`, where it was placed)."""
-    settings = Settings.from_env()
+    settings = env_settings()
     inputs = message_inputs(args.message, args.program, settings)
     chat = await open_conversation(args, settings, sends=args.sends, **code_options(args))
     if args.from_turn:
@@ -164,8 +162,10 @@ async def _print_stream(chat: Chat, turn: str, out: Output, progress: Progress) 
 
 async def run_render(args: argparse.Namespace, out: Output) -> int:
     """Print the request a turn with MESSAGE would send now; send and record nothing."""
+    from .remote import refuse_remote
+
     refuse_remote("render")
-    settings = Settings.from_env()
+    settings = env_settings()
     inputs = message_inputs(args.message, args.program, settings)
     chat = await open_local(args, settings)
     if args.from_turn:
@@ -178,7 +178,7 @@ async def run_render(args: argparse.Namespace, out: Output) -> int:
 
 async def run_turns(args: argparse.Namespace, out: Output) -> int:
     """Print the turns from the first to the head (`--all`: every turn)."""
-    chat = await open_conversation(args, Settings.from_env())
+    chat = await open_conversation(args, env_settings())
     turns = await chat.turns(args.all, limit=args.limit, after=args.after, before=args.before)
     data = {"conversation": chat.id, "store": args.store, "turns": [turn.as_dict() for turn in turns]}
     out.emit(data, output.turns_table(turns, out) if turns else f"Conversation {chat.id} has no turns.")
@@ -187,7 +187,7 @@ async def run_turns(args: argparse.Namespace, out: Output) -> int:
 
 async def run_show(args: argparse.Namespace, out: Output) -> int:
     """Print every turn as a tree by parent links, the head marked."""
-    chat = await open_conversation(args, Settings.from_env())
+    chat = await open_conversation(args, env_settings())
     data = await branch_tree(chat)
     text = output.tree_text(data["turns"], data["head"], out) or f"Conversation {chat.id} has no turns."
     with output.nesting(output.tree_depth(data["turns"])):
@@ -197,7 +197,7 @@ async def run_show(args: argparse.Namespace, out: Output) -> int:
 
 async def run_history(args: argparse.Namespace, out: Output) -> int:
     """Print the compressed view of the branch to the head: summary, key facts, counts, topics."""
-    chat = await open_conversation(args, Settings.from_env())
+    chat = await open_conversation(args, env_settings())
     data = await chat.history()
     out.emit({"store": args.store, **data}, output.history_text(data))
     return 0
@@ -205,7 +205,7 @@ async def run_history(args: argparse.Namespace, out: Output) -> int:
 
 async def run_stop(args: argparse.Namespace, out: Output) -> int:
     """Ask a conversation to stop one turn, or everything running and queued."""
-    chat = await open_conversation(args, Settings.from_env())
+    chat = await open_conversation(args, env_settings())
     await chat.stop(args.turn)
     what = f"turn {args.turn}" if args.turn else "every running and queued turn"
     out.emit({"conversation": chat.id, "store": args.store, "stop": args.turn}, f"Asked {chat.id} to stop {what}.")
@@ -214,7 +214,7 @@ async def run_stop(args: argparse.Namespace, out: Output) -> int:
 
 async def run_head(args: argparse.Namespace, out: Output) -> int:
     """Move a conversation's head to a turn."""
-    chat = await open_conversation(args, Settings.from_env())
+    chat = await open_conversation(args, env_settings())
     await chat.head(args.turn)
     out.emit({"conversation": chat.id, "store": args.store, "head": args.turn}, f"Head of {chat.id}: {args.turn}")
     return 0

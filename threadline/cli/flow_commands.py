@@ -11,17 +11,20 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.errors import ErrorCode, ThreadlineError
-from core.settings import Settings
-from threadline.client import connect
-from threadline.listing import STATES
-from threadline.transcript import FlowView
 
 from . import output
-from .common import Subcommands, add_conversation, add_store, close_at_end, open_local
+from .common import Subcommands, add_conversation, add_store, close_at_end, env_settings, open_local
 from .output import Output
+
+if TYPE_CHECKING:
+    from threadline.transcript import FlowView
+
+STATES = ("running", "idle", "closed")
+"""`threadline.listing.STATES`, spelled out: the parser is built without importing the listing (and
+Temporal's client with it). tests/surfaces/test_cli_imports.py checks that the two agree."""
 
 
 def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None:
@@ -72,7 +75,7 @@ def _add_list(commands: Subcommands, common: argparse.ArgumentParser) -> None:
 
 async def run_start(args: argparse.Namespace, out: Output) -> int:
     """Start a flow and print its first prompt."""
-    chat = await open_local(args, Settings.from_env())
+    chat = await open_local(args, env_settings())
     reply = await chat.start_flow(args.flow, args.message, request_id=args.request_id)
     data = {"conversation": chat.id, "flow": args.flow, "prompt": reply.response, "turn": reply.turn}
     out.emit(data, str(reply.response))
@@ -81,7 +84,7 @@ async def run_start(args: argparse.Namespace, out: Output) -> int:
 
 async def run_show(args: argparse.Namespace, out: Output) -> int:
     """Print where the latest flow stands (read from the store: works while Temporal is down)."""
-    chat = await open_local(args, Settings.from_env())
+    chat = await open_local(args, env_settings())
     view = await chat.flow()
     out.emit({"conversation": chat.id, **view.as_dict()}, flow_text(view) or f"Conversation {chat.id} had no flow.")
     return 0
@@ -89,7 +92,7 @@ async def run_show(args: argparse.Namespace, out: Output) -> int:
 
 async def run_stop(args: argparse.Namespace, out: Output) -> int:
     """Ask the conversation to stop its active flow."""
-    chat = await open_local(args, Settings.from_env())
+    chat = await open_local(args, env_settings())
     await chat.stop_flow()
     out.emit({"conversation": chat.id, "stop": "flow"}, f"Asked {chat.id} to stop its flow.")
     return 0
@@ -97,7 +100,9 @@ async def run_stop(args: argparse.Namespace, out: Output) -> int:
 
 async def run_list(args: argparse.Namespace, out: Output) -> int:
     """Print a page of conversations, and the cursor of the next one."""
-    settings = Settings.from_env()
+    from threadline.client import connect
+
+    settings = env_settings()
     settings.store_folder(args.store)
     tl = await connect(settings)
     close_at_end(tl.close)

@@ -6,18 +6,17 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.errors import ErrorCode, ThreadlineError
-from core.learning import EvaluationProgress
-from core.settings import Settings
-from threadline.evaluation import evaluate
-from threadline.learning import backfill_calls, known_program, rated
-from threadline.reading import Turn
 
 from . import output
-from .common import Subcommands, add_conversation, add_store, open_local
+from .common import Subcommands, add_conversation, add_store, env_settings, open_local
 from .output import Output
+
+if TYPE_CHECKING:
+    from core.learning import EvaluationProgress
+    from threadline.reading import Turn
 
 BAR_WIDTH = 30
 
@@ -113,7 +112,7 @@ def _add_backfill(commands: Subcommands, common: argparse.ArgumentParser) -> Non
 
 async def run_merge(args: argparse.Namespace, out: Output) -> int:
     """Merge branches; print the merge turn (through Temporal: THREADLINE_URL does not serve merges)."""
-    chat = await open_local(args, Settings.from_env())
+    chat = await open_local(args, env_settings())
     if args.from_turn:
         chat = chat.continue_from(args.from_turn)
     inputs = _json_object(args.inputs, "--inputs") if args.inputs else {}
@@ -134,7 +133,7 @@ def _merge_text(turn: Turn) -> str:
 
 async def run_rate(args: argparse.Namespace, out: Output) -> int:
     """Rate a turn; print the rating written (in the store's call log, not through THREADLINE_URL)."""
-    chat = await open_local(args, Settings.from_env())
+    chat = await open_local(args, env_settings())
     verdict = None if args.verdict == "withdraw" else args.verdict
     answer = _answer(args.answer) if args.answer is not None else None
     rating = await chat.rate(args.turn, verdict, answer, note=args.note, reasons=args.reasons, by=args.by)
@@ -145,7 +144,9 @@ async def run_rate(args: argparse.Namespace, out: Output) -> int:
 
 async def run_rated(args: argparse.Namespace, out: Output) -> int:
     """Print the rated rows, and how many rated calls were left out and why."""
-    settings = Settings.from_env()
+    from threadline.learning import known_program, rated
+
+    settings = env_settings()
     rows = rated(known_program(settings, args.program) if args.program else None, store=args.store, by=args.by)
     data = {"program": args.program, "store": args.store, "rows": list(rows), "left": rows.left}
     headers = ("CALL", "RATING", "CONVERSATION", "EARLIER", "ROW")
@@ -166,7 +167,10 @@ def _row_data(row: dict[str, Any]) -> str:
 
 async def run_evaluate(args: argparse.Namespace, out: Output) -> int:
     """Evaluate a program on rows with known answers; print the report (and draw its chart)."""
-    settings = Settings.from_env()
+    from threadline.evaluation import evaluate
+    from threadline.learning import rated
+
+    settings = env_settings()
     rows = _rows_file(args.rows) if args.rows else list(rated(args.program, store=args.store, by=args.by))
     bar = ProgressBar() if sys.stderr.isatty() else None
     report = await evaluate(
@@ -201,7 +205,9 @@ class ProgressBar:
 
 async def run_backfill(args: argparse.Namespace, out: Output) -> int:
     """Log the calls of every ended turn the store's call log lacks."""
-    written = backfill_calls(Settings.from_env(), args.store)
+    from threadline.learning import backfill_calls
+
+    written = backfill_calls(env_settings(), args.store)
     out.emit({"store": args.store, "written": written}, f"Wrote {written} call record(s) for store {args.store}.")
     return 0
 

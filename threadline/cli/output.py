@@ -8,12 +8,14 @@ import os
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote
 
 from core.errors import ThreadlineError
-from core.models import TurnOutcome
-from threadline.reading import Turn
+
+if TYPE_CHECKING:
+    from core.models import TurnOutcome
+    from threadline.reading import Turn
 
 INPUT_WIDTH = 32
 RESULT_WIDTH = 48

@@ -8,20 +8,19 @@ import contextlib
 import dataclasses
 import signal
 import uuid
-from typing import Any
-
-from temporalio.client import Client
+from typing import TYPE_CHECKING, Any
 
 from core.errors import ErrorCode, ThreadlineError
-from core.settings import Settings
-from core.temporal import connect_temporal, workflow_id
-from store.backends.blobs import open_blobs
-from threadline.client import connect
-from threadline.devserver import DevServer
 
 from . import output
-from .common import Subcommands, close_at_end
+from .common import Subcommands, close_at_end, env_settings
 from .output import Output
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from core.settings import Settings
+    from threadline.devserver import DevServer
 
 DEMO_QUESTIONS = ("Hi, I'm Alex.", "What is 1/2 + 1/3?", "Is it 2/5?")
 CODEC_PORT = 8234
@@ -90,7 +89,9 @@ def _add_codec(commands: Subcommands, common: argparse.ArgumentParser) -> None:
 
 async def run_dev(args: argparse.Namespace, out: Output) -> int:
     """Run a dev server and, unless `--server-only`, a worker (and the demo) until SIGINT or SIGTERM."""
-    settings = Settings.from_env()
+    from threadline.devserver import DevServer
+
+    settings = env_settings()
     stop = asyncio.Event()
     _trap_signals(stop)
     codec_url = f"http://127.0.0.1:{args.codec_port}/v1/codec" if args.codec_port and args.ui_port else None
@@ -138,7 +139,7 @@ async def run_codec(args: argparse.Namespace, out: Output) -> int:
 
     endpoint = f"http://{args.host}:{args.port}/v1/codec"
     out.emit({"codec_endpoint": endpoint}, f"Codec endpoint: {endpoint}; press Ctrl-C to stop.")
-    await codec_server(Settings.from_env(), args.host, args.port).serve()
+    await codec_server(env_settings(), args.host, args.port).serve()
     return 0
 
 
@@ -167,7 +168,7 @@ async def _on_exit(server: DevServer, stop: asyncio.Event) -> ThreadlineError:
 
 async def run_worker(args: argparse.Namespace, out: Output) -> int:
     """Run a worker for the server at THREADLINE_TEMPORAL_ADDRESS until SIGINT or SIGTERM."""
-    settings = Settings.from_env()
+    settings = env_settings()
     client = await _connected(settings)
     data = {"address": settings.address, "task_queue": settings.task_queue}
     out.emit(data, f"Worker on task queue {settings.task_queue!r} at {settings.address}; press Ctrl-C to stop.")
@@ -177,6 +178,9 @@ async def run_worker(args: argparse.Namespace, out: Output) -> int:
 
 async def _connected(settings: Settings) -> Client:
     """A client of Temporal whose payload store (a database's pool) is closed when the command ends."""
+    from core.temporal import connect_temporal
+    from store.backends.blobs import open_blobs
+
     blobs = open_blobs(settings)
     close_at_end(blobs.close)
     return await connect_temporal(settings, blobs)
@@ -189,7 +193,7 @@ async def run_serve(args: argparse.Namespace, out: Output) -> int:
         from threadline.http import serve
     except ImportError:
         raise ThreadlineError(ErrorCode.INTERNAL, "the HTTP service is not available in this build") from None
-    await serve(Settings.from_env(), host=args.host, port=args.port)
+    await serve(env_settings(), host=args.host, port=args.port)
     return 0
 
 
@@ -204,6 +208,9 @@ def _ready(server: DevServer, settings: Settings, *, serving: bool, codec: str |
 
 async def _demo(client: Client, settings: Settings, *, ui_url: str | None, out: Output) -> None:
     """Hold a three-turn conversation with the offline model, then say where the UI shows it."""
+    from core.temporal import workflow_id
+    from threadline.client import connect
+
     tl = await connect(settings, client=client)
     close_at_end(tl.close)
     chat = tl.conversation("tutor", f"demo-{uuid.uuid4().hex[:8]}", lm="offline")

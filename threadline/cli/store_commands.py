@@ -15,17 +15,17 @@ import argparse
 import asyncio
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any
-
-from core.settings import Settings, StoreSpec, is_database_url, store_spec
-from store.backends.folder import FolderStore
-from store.backends.opening import migrate_stores, open_sync
-from store.backends.postgres import PostgresStore
-from store.backends.transfer import StoreReport, check_store, copy_conversations
+from typing import TYPE_CHECKING, Any
 
 from . import output
-from .common import Subcommands
+from .common import Subcommands, env_settings
 from .output import Output
+
+if TYPE_CHECKING:
+    from core.settings import Settings, StoreSpec
+    from store.backends.folder import FolderStore
+    from store.backends.postgres import PostgresStore
+    from store.backends.transfer import StoreReport
 
 _DESCRIPTION = "Migrate PostgreSQL stores, copy conversations between stores, check a store."
 _STORE_HELP = "a store's name (THREADLINE_STORES), a folder path, or a postgresql:// URL"
@@ -63,6 +63,8 @@ def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None
 
 def resolve(settings: Settings, given: str) -> StoreSpec:
     """A store's name (as the settings name it), else a URL or a folder path as given."""
+    from core.settings import is_database_url, store_spec
+
     if given in settings.named_stores() and not is_database_url(given):
         return settings.store_spec(given)
     return store_spec(given)
@@ -70,6 +72,8 @@ def resolve(settings: Settings, given: str) -> StoreSpec:
 
 def shown(spec: StoreSpec) -> str:
     """Where a store is, for printing: a folder's path, or a URL without its password."""
+    from core.settings import is_database_url
+
     if not is_database_url(spec):
         return str(spec)
     scheme, _, rest = str(spec).partition("://")
@@ -79,7 +83,9 @@ def shown(spec: StoreSpec) -> str:
 
 async def run_migrate(args: argparse.Namespace, out: Output) -> int:
     """Migrate the PostgreSQL stores named (or all); print each one's schema version."""
-    settings = Settings.from_env()
+    from store.backends.opening import migrate_stores
+
+    settings = env_settings()
     specs = {name: settings.store_spec(name) for name in args.names or settings.named_stores()}
     versions = await migrate_stores(specs)
     rows = [
@@ -92,7 +98,7 @@ async def run_migrate(args: argparse.Namespace, out: Output) -> int:
 
 async def run_copy(args: argparse.Namespace, out: Output) -> int:
     """Copy conversations from SRC into DST; print how many records each took."""
-    settings = Settings.from_env()
+    settings = env_settings()
     source, destination = resolve(settings, args.source), resolve(settings, args.destination)
     copied = await asyncio.to_thread(_copy, source, destination, args.conversation)
     records = sum(copied.values())
@@ -103,6 +109,8 @@ async def run_copy(args: argparse.Namespace, out: Output) -> int:
 
 
 def _copy(source: StoreSpec, destination: StoreSpec, conversation: str | None) -> dict[str, int]:
+    from store.backends.transfer import copy_conversations
+
     with ExitStack() as stack:
         src, dst = (stack.enter_context(_opened(spec)) for spec in (source, destination))
         return copy_conversations(src, dst, conversation)
@@ -110,7 +118,7 @@ def _copy(source: StoreSpec, destination: StoreSpec, conversation: str | None) -
 
 async def run_check(args: argparse.Namespace, out: Output) -> int:
     """Check every record of a store; print what was found (exit 1 on a problem)."""
-    spec = resolve(Settings.from_env(), args.name)
+    spec = resolve(env_settings(), args.name)
     report = await asyncio.to_thread(_check, spec)
     data = {"store": shown(spec), "ok": report.ok, "conversations": report.conversations, "records": report.records}
     lines = [f"{report.conversations} conversation(s), {report.records} record(s): " + ("ok" if report.ok else "")]
@@ -123,6 +131,8 @@ async def run_check(args: argparse.Namespace, out: Output) -> int:
 
 
 def _check(spec: StoreSpec) -> StoreReport:
+    from store.backends.transfer import check_store
+
     with _opened(spec) as store:
         return check_store(store)
 
@@ -130,6 +140,9 @@ def _check(spec: StoreSpec) -> StoreReport:
 @contextmanager
 def _opened(spec: StoreSpec) -> Iterator[FolderStore | PostgresStore]:
     """The store at `spec` for a `with` block, its connections closed after it."""
+    from store.backends.opening import open_sync
+    from store.backends.postgres import PostgresStore
+
     store = open_sync(spec)
     try:
         yield store
