@@ -37,7 +37,7 @@ def test_the_schema_files_are_what_the_models_make_now() -> None:
 def test_the_contract_names_the_workflows_handlers_with_their_types() -> None:
     """Every signal, update and query the workflow has is in the contract, with its argument and answer types."""
     defn = _Definition.must_from_class(ConversationWorkflow)
-    signals = {name: bare((s.arg_types or [None])[0]) for name, s in defn.signals.items() if name}
+    signals = {name: bare(s.arg_types[0]) if s.arg_types else None for name, s in defn.signals.items() if name}
     updates = {
         name: (bare(u.arg_types[0]) if u.arg_types else None, bare(u.ret_type))
         for name, u in defn.updates.items()
