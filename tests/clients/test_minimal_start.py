@@ -14,20 +14,10 @@ from temporalio.worker import Replayer, Worker
 
 from core.settings import Settings
 from core.temporal import workflow_id
+from tests.support.client_kit import listed_idle
 from threadline.client import Threadline
-from threadline.listing import ConversationInfo
 from worker import build_worker
 from workflows.conversation import ConversationWorkflow
-
-
-async def listed(tl: Threadline, cid: str, *, turns: int) -> ConversationInfo:
-    """The conversation as `threadline list` shows it, once visibility caught up with `turns` turns."""
-    for _ in range(100):
-        found = [c for c in (await tl.conversations(limit=1000)).conversations if c.conversation == cid]
-        if found and found[0].turns == turns and found[0].state == "idle":
-            return found[0]
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{cid} was never listed idle with {turns} turn(s)")
 
 
 async def start_bare(client: Client, settings: Settings, cid: str) -> WorkflowHandle[Any, Any]:
@@ -49,7 +39,7 @@ async def test_a_bare_start_is_listed_and_replays(
     handle = await start_bare(client, settings, cid)
 
     answer = await handle.execute_update("send", {"request_id": "r-1", "inputs": {"message": "Hello"}})
-    info = await listed(tl, cid, turns=1)
+    info = await listed_idle(tl, cid, turns=1)
     history = await handle.fetch_history()
 
     assert "done" == answer["state"]
