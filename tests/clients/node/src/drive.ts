@@ -33,20 +33,21 @@ async function sentInHistory(chat: Conversation, codec: ThreadlineCodec): Promis
 }
 
 async function main(): Promise<void> {
-  const codec = new ThreadlineCodec(env("CODEC_ENDPOINT"));
+  const codec = new ThreadlineCodec(env("CODEC_ENDPOINT")); // to read the history at the end
+  // region: scenario
   const client = await connect(env("TEMPORAL_ADDRESS"), env("CODEC_ENDPOINT"));
   const chat = new Conversation(client, env("CONVERSATION"), env("PROGRAM"), "default", env("TASK_QUEUE"));
-
-  const first = await chat.send({ request_id: "r-1", inputs: { message: "Hello" } });
-  await chat.signal({ request_id: "r-2", inputs: { message: env("MESSAGE_4K") } });
-  const long = await chat.wait("r-2");
+  const first = await chat.send({ request_id: "r-1", inputs: { message: "Hello" } }); // starts the conversation
+  await chat.signal({ request_id: "r-2", inputs: { message: env("MESSAGE_4K") } }); // durable with no worker too
+  const long = await chat.wait("r-2"); // its answer, over 2 KB: kept by the claim check, read through the codec
   const third = await chat.send({ request_id: "r-3", inputs: { message: env("MESSAGE_3K") } });
-  const again = await chat.send({ request_id: "r-1", inputs: { message: "Hello" } });
+  const again = await chat.send({ request_id: "r-1", inputs: { message: "Hello" } }); // the same turn as `first`
   const tooLong = await chat.send({ request_id: "r".repeat(201), inputs: { message: "x" } }).catch(codeOf);
   const placed = await chat.place({ request_id: "r-4", inputs: { message: "wait until stopped" } });
   await chat.stop({ request_id: "r-4" });
-  const stopped = await chat.wait("r-4");
+  const stopped = await chat.wait("r-4"); // state "stopped"
   const status = await chat.status();
+  // endregion
   const history = await sentInHistory(chat, codec);
   const found = await listed(chat);
   process.stdout.write(JSON.stringify({ first, long, third, again, tooLong, placed, stopped, status, history, listed: found }) + "\n");
