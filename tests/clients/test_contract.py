@@ -67,6 +67,7 @@ def validator(name: str) -> Any:
     ],
 )
 def test_the_docs_payloads_fit_their_schemas(schema: str, payload: dict[str, Any]) -> None:
+    """The minimal start input, a send, the stops and a setup docs/workflow.md names fit their schemas."""
     assert validator(schema).is_valid(payload)
 
 
@@ -79,6 +80,7 @@ def test_the_docs_payloads_fit_their_schemas(schema: str, payload: dict[str, Any
     ],
 )
 def test_a_payload_the_workflow_refuses_does_not_fit(schema: str, payload: dict[str, Any]) -> None:
+    """A start without its store, a send without its request id, an unknown `sends` rule: the schemas refuse them."""
     assert not validator(schema).is_valid(payload)
 
 
