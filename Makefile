@@ -3,8 +3,9 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+NODE_CLIENT := tests/clients/node
 
-.PHONY: run test pytest check lint typecheck fmt conformance bench dev clean
+.PHONY: run test pytest node-client check lint typecheck fmt conformance bench dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,8 +24,13 @@ $(BIN)/.installed: pyproject.toml | $(BIN)/python
 
 test: lint typecheck pytest
 
-pytest: $(BIN)/.installed
+pytest: $(BIN)/.installed node-client
 	$(BIN)/pytest -n auto $(PYTEST_ARGS)
+
+# The TypeScript client's packages, from its package-lock.json, when Node.js is there (its test skips otherwise).
+node-client:
+	@if command -v npm >/dev/null && [ ! -d $(NODE_CLIENT)/node_modules ]; then \
+		npm ci --prefix $(NODE_CLIENT) --no-audit --no-fund; fi
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .

@@ -26,6 +26,7 @@ from activities.language_model import OfflineModel, Provider, Providers
 from activities.llm import LLMActivities
 from activities.merges import MergeActivities
 from activities.providers import build_providers, new_http_client
+from activities.starting import StartActivities
 from activities.toolcalls import ToolActivities
 from activities.transcript import TranscriptActivities
 from activities.waiting import WaitingActivities
@@ -46,6 +47,7 @@ from store.calls.metrics import load_metrics
 from store.calls.postgres import PostgresCallLog
 from store.flows.manager import load_flows
 from store.programs.program import load_programs
+from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 from workflows.conversation import ConversationWorkflow
 from workflows.evaluation import EvaluationWorkflow
 
@@ -93,11 +95,16 @@ def build_worker(
     guided = load_flows((*settings.programs, *settings.flows))  # a module may hold programs and flows
     flows = FlowActivities(logs, guided, models, default_model=settings.model)
     records = ConversationActivities(logs, programs)
+    starts = StartActivities(
+        [key.name for key in SEARCH_ATTRIBUTE_KEYS],
+        idle_timeout_s=settings.idle_timeout_s,
+        attributes_every_s=settings.attributes_every_s,
+    )
     return Worker(
         client,
         task_queue=settings.task_queue,
         workflows=[ConversationWorkflow, EvaluationWorkflow],
-        activities=activities_of(transcript, llm, merges, evaluations, flows, records, tools, waiting),
+        activities=activities_of(transcript, llm, merges, evaluations, flows, records, tools, waiting, starts),
         max_concurrent_activities=200,
         max_cached_workflows=settings.workflow_cache,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,

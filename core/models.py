@@ -78,9 +78,10 @@ def _check_text(text: str) -> None:
 
 
 class Model(BaseModel):
-    """Base of the wire models: frozen, unknown fields ignored."""
+    """Base of the wire models: frozen, unknown fields ignored; a field's docstring is its description
+    in the JSON Schemas other clients read (docs/schemas)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", use_attribute_docstrings=True)
 
 
 class HelperMemory(Model):
@@ -237,7 +238,7 @@ class ConversationState(BaseModel):
     a counter, never the transcript, which lives in the record log.
     """
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", use_attribute_docstrings=True)
 
     config: ConversationConfig
     pending: list[TurnSend] = []

@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from core.models import (
         MAX_REQUEST_ID,
         Begun,
+        ConversationConfig,
         ConversationState,
         ConversationStatus,
         PrepareResult,
@@ -122,6 +123,10 @@ class RunState:
         self.closed = False
 
     # ----- placing and running
+
+    def settle(self, config: ConversationConfig) -> None:
+        """Take the config a minimal start was completed to (the worker's defaults filled in)."""
+        self.config = config
 
     def bind_store(self, store_id: str | None) -> None:
         """Bind the store's identity the first placed send reported (later ones leave it)."""

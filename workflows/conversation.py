@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from ._flows import Flows
     from ._merges import Merges
     from ._records import import_messages, set_up
+    from ._start import settle
     from ._state import RunState
     from ._turns import Turns
     from ._upkeep import Upkeep
@@ -136,6 +137,9 @@ class ConversationWorkflow:
     @workflow.run
     async def run(self, input: ConversationState) -> str:
         """Place sends in order, carry out stops, and close when idle (reopened by the next signal)."""
+        if (config := await settle(self.state.config)) is not self.state.config:
+            self.state.settle(config)
+            self.upkeep = Upkeep(config)
         upkeep = self.upkeep
         await self.guided.begin()
         upkeep.restart_clock(self._quiet)

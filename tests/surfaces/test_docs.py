@@ -32,6 +32,7 @@ from tests.support.docs_kit import (
     markers,
     printed_values,
     read_blocks,
+    shown_source,
 )
 from tests.support.processes import WorkerProcess
 from tests.support.service_kit import serving
@@ -135,10 +136,24 @@ def test_the_readme_fits_in_150_lines() -> None:
 
 
 def test_every_block_is_python_bash_or_console() -> None:
-    """Every fenced block names a language the docs test runs."""
-    unmarked = [block.where for page in PAGES for block in read_blocks(page) if block.language not in LANGUAGES]
+    """Every fenced block names a language the docs test runs, or shows a file the tests run (`from:`)."""
+    unmarked = [
+        block.where
+        for page in PAGES
+        for block in read_blocks(page)
+        if block.language not in LANGUAGES and block.source is None
+    ]
 
     assert [] == unmarked
+
+
+def test_a_block_from_a_file_shows_that_file_as_it_is() -> None:
+    """A `<!-- from: path[#region] -->` block is the file's code (or region's) exactly, and the file is
+    one of the tests' own (tests/clients/node is compiled and run by tests/clients/test_typescript.py)."""
+    shown = [block for page in PAGES for block in read_blocks(page) if block.source is not None]
+
+    assert [] == [block.where for block in shown if block.code != shown_source(block.source or "")]
+    assert all((block.source or "").startswith("tests/") for block in shown)
 
 
 def test_every_not_run_marker_gives_a_reason_and_stands_before_a_block() -> None:
@@ -284,6 +299,7 @@ def reader_env(settings: Settings, folder: Path, programs: list[str]) -> dict[st
         "THREADLINE_DATA": str(settings.data),
         "THREADLINE_PAYLOADS": str(settings.payload_folder),
         "PYTHONPATH": os.pathsep.join([str(ROOT), str(folder)]),
+        "TEMPORAL_ADDRESS": settings.address,
     }
     return env | ({"THREADLINE_PROGRAMS": ",".join(programs)} if programs else {})
 
@@ -306,7 +322,7 @@ async def page_worker(client: Client, settings: Settings, env: dict[str, str], l
 
 def uses_service(page: Path) -> bool:
     return any(
-        "curl " in command.text
+        "curl " in command.text or "localhost:8000" in command.text
         for block in read_blocks(page)
         if block.language != "python" and block.not_run is None
         for command in commands(block)
@@ -319,7 +335,8 @@ async def test_the_page_runs_as_written(page: Path, client: Client, settings: Se
     data = tmp_path / ".threadline"
     settings = dataclasses.replace(settings, data=data, stores={"default": data / "store"})
     env = reader_env(settings, tmp_path, programs_of(page))
-    run = PageRun(tmp_path, env, ids={name: f"{name}-{uuid.uuid4().hex[:12]}" for name in DOC_IDS})
+    ids = {name: f"{name}-{uuid.uuid4().hex[:12]}" for name in DOC_IDS}
+    run = PageRun(tmp_path, env, ids=ids, task_queue=settings.task_queue)
     blocks = read_blocks(page)
     run.write_modules(blocks)
     async with contextlib.AsyncExitStack() as stack:
