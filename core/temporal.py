@@ -209,7 +209,7 @@ def data_converter(blobs: Blobs | None, keys: EncryptionKeys | None = None) -> D
     given, then the claim check when a payload store is given (so what it keeps is sealed too)."""
     codecs: list[PayloadCodec] = [
         *([Encryption(keys)] if keys is not None else []),
-        *([ClaimCheck(blobs)] if blobs else []),
+        *([ClaimCheck(blobs)] if blobs is not None else []),
     ]
     if not codecs:
         return DATA_CONVERTER

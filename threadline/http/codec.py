@@ -25,7 +25,7 @@ from temporalio.converter import PayloadCodec
 
 from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings
-from core.temporal import Blobs, data_converter
+from core.temporal import data_converter
 from store.backends.blobs import open_blobs
 
 from .bodies import ErrorBody
@@ -60,11 +60,6 @@ router = APIRouter(
 )
 
 
-def settings_codec(settings: Settings, blobs: Blobs) -> PayloadCodec | None:
-    """The payload codec every client and worker of `settings` uses (claim check, encryption)."""
-    return data_converter(blobs, settings.encryption).payload_codec
-
-
 def _parsed(body: PayloadsBody) -> Payloads:
     try:
         return json_format.ParseDict(body.model_dump(), Payloads())
@@ -80,11 +75,13 @@ def _answer(payloads: Sequence[Any]) -> Response:
 
 
 def _codec(request: Request) -> PayloadCodec | None:
-    """The app's codec, made on first use (a PostgreSQL payload store opens its pool then)."""
+    """The payload codec every client and worker of the app's settings uses (encryption, claim check),
+    made on first use (a PostgreSQL payload store opens its pool then)."""
     state = request.app.state
     if not hasattr(state, "codec"):
-        state.codec_blobs = open_blobs(state.codec_settings)
-        state.codec = settings_codec(state.codec_settings, state.codec_blobs)
+        settings: Settings = state.codec_settings
+        state.codec_blobs = open_blobs(settings)
+        state.codec = data_converter(state.codec_blobs, settings.encryption).payload_codec
     codec: PayloadCodec | None = state.codec
     return codec
 
