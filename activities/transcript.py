@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import replace
 
 import structlog
 from temporalio import activity
@@ -22,6 +23,8 @@ from core.models import (
     ConversationConfig,
     Ended,
     Interrupted,
+    OpenTurn,
+    OwnedInput,
     RunResult,
     TurnOutcome,
     TurnRef,
@@ -32,7 +35,7 @@ from core.models import (
 from core.temporal import coded
 from store.backends.reader import LogCache, now
 from store.log.state import Log, Turn
-from store.log.turns import Begin, Busy, failed_record, stop_records
+from store.log.turns import Begin, Busy, failed_record, stop_records, unowned
 from store.log.turns import begin_turn as decide_turn
 from store.programs.code import refuse
 from store.programs.program import Program
@@ -74,12 +77,16 @@ class TranscriptActivities:
         check_turn(config, send)  # a signal may come from any SDK or the Temporal CLI, not only our client
         program = self.program(send.program or config.program)
         check_inputs(send.inputs)  # a signal may come from any SDK or the Temporal CLI, not only our client
-        request = turn_request(config, send, program.validate_inputs(send.inputs))
+        owner = placer()
+        request = replace(turn_request(config, send, program.validate_inputs(send.inputs)), placed_by=owner)
         refuse_conversation(program, config, send)  # before anything is recorded
         conversation = await self.logs.open(config.store, config.conversation, config.store_id)
         store_id = await self.logs.stores.identity(config.store)
         while True:
             log = await conversation.read()
+            if owner and (lost := unowned(log, owner, input.holding)):  # before a send goes beside them
+                orphans = [self.open_turn(turn) for turn in lost]
+                return BeginResult(kind="orphans", turn=lost[0].id, orphans=orphans, store_id=store_id)
             if send.continue_from and send.continue_from not in log.turns:
                 raise ThreadlineError(ErrorCode.TURN_UNKNOWN, f"turn {send.continue_from} is not in this conversation")
             decided = decide_turn(log, program, request, now=now())  # no model request: `run_turn` builds it
@@ -99,6 +106,32 @@ class TranscriptActivities:
                 continue
             logger.info("turn.begun", conversation=config.conversation, turn=decided.turn, parent=decided.parent)
             return BeginResult(kind="begun", turn=decided.turn, parent=decided.parent, records=log.n, store_id=store_id)
+
+    @activity.defn(name="owned_turns")
+    @coded
+    async def owned_turns(self, input: OwnedInput) -> list[OpenTurn]:
+        """The open turns the calling workflow placed and does not drive (`input.holding`)."""
+        owner = placer()
+        if owner is None:
+            return []
+        conversation = await self.logs.open(input.store, input.conversation, input.store_id)
+        log = await conversation.read()
+        return [self.open_turn(turn) for turn in unowned(log, owner, input.holding)]
+
+    def open_turn(self, turn: Turn) -> OpenTurn:
+        """What driving `turn` needs, from its record: the registered program of its version."""
+        record = turn.record
+        version = record.get("program")
+        names = [name for name, program in self.programs.items() if program.version == version]
+        lm = (record.get("settings") or {}).get("lm")
+        return OpenTurn(
+            turn=turn.id,
+            request_id=str(record.get("request_id") or ""),
+            parent=turn.parent,
+            program=names[0] if names else None,
+            inputs=dict(record.get("inputs") or {}),
+            lm=lm if isinstance(lm, str) else None,
+        )
 
     @activity.defn(name="follow_turn")
     @coded
@@ -161,6 +194,11 @@ class TranscriptActivities:
         """Wait until the conversation holds more than `input.after` records (True) or the timeout passes."""
         conversation = await self.logs.open(input.store, input.conversation, input.store_id)
         return await conversation.wait(input.after, input.timeout_s)
+
+
+def placer() -> str | None:
+    """Who places turns here: the conversation's workflow whose activity this is (None outside one)."""
+    return activity.info().workflow_id if activity.in_activity() else None
 
 
 def find_program(programs: Mapping[str, Program], name: str) -> Program:

@@ -273,12 +273,42 @@ class BeginInput(Model):
 
     config: ConversationConfig
     send: TurnSend
+    holding: list[str] = []
+    """The turns the workflow drives now: any other open turn it placed was lost with its task."""
+
+
+class OpenTurn(Model):
+    """A turn the workflow placed that has not ended and that it does not drive (it lost the task that
+    placed it): what driving it needs, read from its `turn` record."""
+
+    turn: str
+    request_id: str
+    parent: str | None = None
+    program: str | None = None
+    """The registered program whose version answers it (None: the conversation's)."""
+    inputs: dict[str, Any] = {}
+    lm: str | None = None
+
+    def send(self) -> TurnSend:
+        """The send that placed it, as far as its record tells (enough to run it)."""
+        return TurnSend(request_id=self.request_id, inputs=self.inputs, program=self.program, lm=self.lm)
+
+
+class OwnedInput(Model):
+    """Find the open turns this workflow placed but does not drive (`holding` are those it drives)."""
+
+    store: str
+    conversation: str
+    store_id: str | None = None
+    holding: list[str] = []
 
 
 class BeginResult(Model):
-    """`begun` (records appended), `existing` (the request id was already sent), or `busy` (the head runs)."""
+    """`begun` (records appended), `existing` (the request id was already sent), `busy` (the head runs),
+    or `orphans`: nothing placed, because turns the workflow placed run nowhere (`orphans`): it adopts
+    them first."""
 
-    kind: Literal["begun", "existing", "busy"]
+    kind: Literal["begun", "existing", "busy", "orphans"]
     turn: str
     parent: str | None = None
     outcome: TurnOutcome | None = None
@@ -287,6 +317,7 @@ class BeginResult(Model):
     """How many records the log held when this was decided (`busy`: watch for more)."""
     store_id: str | None = None
     """The identity of the store it was decided in."""
+    orphans: list[OpenTurn] = []
 
 
 class RunInput(Model):

@@ -168,8 +168,11 @@ def turn_record(
     settings: Mapping[str, Any] | None = None,
     context: Mapping[str, Any] | None = None,
     at: str | None = None,
+    placed_by: str | None = None,
 ) -> Record:
-    """A `turn` record: a turn is sent (written with its first `lease`)."""
+    """A `turn` record: a turn is sent (written with its first `lease`). `placed_by` names the
+    conversation's workflow that placed it (Threadline's own key, which functai ignores): that
+    workflow owns the turn, and runs it even when it lost the task that placed it."""
     out = _base("turn", turn, at)
     out.update(parent=parent, program=program, inputs=dict(inputs))
     if request_id:
@@ -178,6 +181,8 @@ def turn_record(
         out["settings"] = dict(settings)
     if context is not None:
         out["context"] = dict(context)
+    if placed_by:
+        out["placed_by"] = placed_by
     return out
 
 

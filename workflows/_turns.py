@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
 
     from . import _calls, _control
     from ._kept import Kept
+    from ._orphans import Orphans
     from ._state import RunState
     from ._tools import Acting
 
@@ -56,6 +57,7 @@ class Turns:
         self.state = state
         self.acting = Acting(state, start=self.start)
         self.kept = Kept()
+        self.orphans = Orphans(state, start=self.start)
 
     def ready(self) -> bool:
         """A queued send can be placed now: the queue waits for no running turn, and no send kept for
@@ -75,7 +77,7 @@ class Turns:
         try:
             placed = await _calls.quick(
                 TranscriptActivities.begin_turn,
-                BeginInput(config=config, send=send),
+                BeginInput(config=config, send=send, holding=self.orphans.holding()),
                 summary=f"place send {send.request_id[:13]}",
             )
         except ApplicationError as err:
@@ -86,6 +88,9 @@ class Turns:
             return
         self.kept.forget()
         self.state.bind_store(placed.store_id)
+        if placed.kind == "orphans":  # turns this workflow placed and lost: they run first, the send waits
+            await self.orphans.adopt(placed.orphans)
+            return
         if placed.kind == "busy":
             await self._behind(placed.turn, placed.records)
             return

@@ -141,6 +141,7 @@ class ConversationWorkflow:
             self.state.settle(config)
             self.upkeep = Upkeep(config)
         upkeep = self.upkeep
+        await self.turns.orphans.look()  # turns a lost task of an earlier run placed
         await self.guided.begin()
         upkeep.restart_clock(self._quiet)
         while True:
@@ -170,6 +171,9 @@ class ConversationWorkflow:
     async def _ending(self) -> str | None:
         """End the run, closed or idle long enough, unless sends came meanwhile (then it goes on)."""
         why = "closed" if self.state.closed else "idle"
+        if why == "idle" and await self.turns.orphans.look():  # a lost turn runs first
+            self.upkeep.restart_clock(self._quiet)
+            return None
         if await self._drained():
             workflow.logger.info("conversation ended", extra={"why": why})
             self.upkeep.publish(self.state.attributes(), force=True)

@@ -5,7 +5,7 @@ end it, stop it or claim it again. Pure over a `Log`; the caller appends the rec
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,7 @@ from store.records import Record, abandoned_record, ended_record, iso, lease_rec
 from .collected import sections as flow_sections
 from .preamble import sections as setup_sections
 from .rules import Sends, Shown, View, parent_for, shown, view_head
-from .state import Log
+from .state import Log, Turn
 from .summary import latest as latest_summary
 from .summary import section
 
@@ -58,6 +58,8 @@ class TurnRequest:
     rule: ContextRule = field(default_factory=ContextRule)
     settings: Mapping[str, Any] = field(default_factory=dict)
     earlier_without: Sequence[str] = ()
+    placed_by: str | None = None
+    """Who places the turn (a conversation's workflow), recorded on it as its owner."""
 
 
 def check_program(log: Log, program: Program, turn: str | None, earlier_without: Sequence[str] = ()) -> None:
@@ -98,10 +100,21 @@ def begin_turn(
             settings=settings or None,
             context=seen.context,
             at=iso(now),
+            placed_by=request.placed_by,
         )
     )
     records.append(lease_record(tid, attempt=1, now=now))
     return Begin(turn=tid, parent=parent, records=records, expect=log.n, shown=seen)
+
+
+def unowned(log: Log, owner: str, holding: Collection[str] = ()) -> list[Turn]:
+    """The turns `owner` placed that have not ended and that it does not hold (`holding`): it lost
+    the task that placed them, so nothing of its own runs them. Oldest first."""
+    return [
+        turn
+        for tid in log.order
+        if (turn := log.turns[tid]).ended is None and turn.record.get("placed_by") == owner and tid not in holding
+    ]
 
 
 def _recorded_setting(name: str, value: Any) -> bool:

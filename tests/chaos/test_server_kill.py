@@ -41,11 +41,12 @@ async def until_running(folder: Path, conversation: str, request_id: str) -> Non
         await asyncio.sleep(0.05)
 
 
-async def killed_and_restarted(server: DevServer, data: Path, port: int) -> DevServer:
-    """kill -9 of the server's process group, then a new server on its database and port."""
+async def killed_and_restarted(server: DevServer, data: Path, port: int, *, down_s: float = 0.0) -> DevServer:
+    """kill -9 of the server's process group, then (`down_s` later) a new server on its database and port."""
     assert server.pid is not None
     os.killpg(server.pid, signal.SIGKILL)
     await server.stop()  # reaps it; it is dead already
+    await asyncio.sleep(down_s)
     restarted = DevServer(data, port=port, ui_port=None)
     await restarted.start()
     return restarted
