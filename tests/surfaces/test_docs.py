@@ -39,7 +39,7 @@ from tests.support.service_kit import serving
 from threadline.client import connect
 from threadline.http import create_app
 from threadline.http.app import ServiceSettings
-from threadline.http.middleware import STATUS
+from threadline.http.status import STATUS
 from worker import build_worker
 
 README = ROOT / "README.md"
