@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from openai import AsyncOpenAI
 
@@ -21,3 +22,13 @@ async def protocol_client(tl: Threadline, *, keys: tuple[str, ...] = (KEY,)) -> 
         base = f"{str(http.base_url).rstrip('/')}/openai/v1"
         async with AsyncOpenAI(base_url=base, api_key=KEY, max_retries=0, timeout=60) as client:
             yield client
+
+
+def text_of(item: Any) -> str:
+    """The text of a message item (the client types items as a union of every item kind)."""
+    return str(item.content[0].text)
+
+
+def turn_of(response_id: str) -> str:
+    """The turn of a response id (`<turn>~<conversation>`)."""
+    return response_id.split("~")[0]

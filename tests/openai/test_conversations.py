@@ -12,7 +12,7 @@ from temporalio.worker import Worker
 
 from store.backends.folder import FolderStore
 from store.log.state import Log
-from tests.openai.kit import protocol_client
+from tests.openai.kit import protocol_client, text_of
 from threadline.client import Threadline
 
 
@@ -28,15 +28,15 @@ async def test_a_conversation_with_three_turns_lists_its_items(tl: Threadline, w
         ]
         ascending = await client.conversations.items.list(conversation.id, order="asc")
         paged = [item.id async for item in client.conversations.items.list(conversation.id, limit=4)]
-        after = await client.conversations.items.list(conversation.id, order="asc", after=ascending.data[1].id)
+        after = await client.conversations.items.list(conversation.id, order="asc", after=str(ascending.data[1].id))
 
     turns = [r.id.split("~")[0] for r in responses]
     expected = [f"msg-{side}-{turn}" for turn in turns for side in ("in", "out")]
     assert expected == [item.id for item in ascending.data]
     assert expected[::-1] == paged
     assert expected[2:] == [item.id for item in after.data]
-    assert ["one", "two", "three"] == [ascending.data[i].content[0].text for i in (0, 2, 4)]  # type: ignore[union-attr]
-    assert [r.output_text for r in responses] == [ascending.data[i].content[0].text for i in (1, 3, 5)]  # type: ignore[union-attr]
+    assert ["one", "two", "three"] == [text_of(ascending.data[i]) for i in (0, 2, 4)]
+    assert [r.output_text for r in responses] == [text_of(ascending.data[i]) for i in (1, 3, 5)]
     assert "I was shown 2 earlier turn(s)" in responses[2].output_text
     assert [r.id for r in responses[:2]] == [r.previous_response_id for r in responses[1:]]
     native = await tl.conversation("chat", id=conversation.id).turns()
@@ -58,7 +58,7 @@ async def test_create_retrieve_update_delete(tl: Threadline, worker: Worker, fol
 
     assert ({"topic": "fractions"}, made.created_at) == (read.metadata, read.created_at)
     assert {"topic": "geometry"} == updated.metadata
-    assert ["Hi, I'm Alex."] == [item.content[0].text for item in items.data]  # type: ignore[union-attr]
+    assert ["Hi, I'm Alex."] == [text_of(item) for item in items.data]
     assert (made.id, True, "conversation.deleted") == (deleted.id, deleted.deleted, deleted.object)
     assert "not_found" == gone.value.code
     assert 1 == len(Log(FolderStore(folder).read(made.id)).order)  # the imported turn is kept

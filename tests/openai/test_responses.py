@@ -14,19 +14,15 @@ import pytest_asyncio
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities.language_model import OfflineModel
+from activities.language_model import OfflineModel, Provider
 from activities.providers import OpenAIProvider
 from core.settings import Settings
 from store.backends.folder import FolderStore
 from store.log.state import Log
-from tests.openai.kit import protocol_client
+from tests.openai.kit import protocol_client, turn_of
 from tests.support.fakeprovider import FakeProvider, Reply
 from threadline.client import Threadline
 from worker import build_worker
-
-
-def turn_of(response_id: str) -> str:
-    return response_id.split("~")[0]
 
 
 async def test_previous_response_id_on_an_older_response_is_a_branch(tl: Threadline, worker: Worker) -> None:
@@ -110,7 +106,7 @@ async def test_a_provider_model_is_mapped_and_its_usage_is_the_recorded_one(
     fake.add(Reply("Five sixths.", chunks=3, input_tokens=21, output_tokens=4))
     async with httpx.AsyncClient() as http:
         openai_provider = OpenAIProvider(http, base_url=fake.openai_url, api_key="sk-test")
-        providers = {"offline": OfflineModel(), "openai": openai_provider}
+        providers: dict[str, Provider] = {"offline": OfflineModel(), "openai": openai_provider}
         async with build_worker(client, settings, providers=providers), protocol_client(tl) as protocol:
             made = await protocol.responses.create(model="gpt-4o-mini", input="What is 1/2 + 1/3?")
             read = await protocol.responses.retrieve(made.id)
