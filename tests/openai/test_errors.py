@@ -40,12 +40,13 @@ async def test_unknown_ids_are_not_found(tl: Threadline, worker: Worker) -> None
     """404 for a conversation, a response or a previous response that does not exist."""
     async with protocol_client(tl) as client:
         conversation = await client.conversations.create()
+        unknown = f"01a2344b-0000-7000-8000-000000000000~{conversation.id}"
         missing = [
             client.conversations.retrieve("no-such-conversation"),
             client.conversations.items.list("no-such-conversation"),
             client.responses.retrieve("not-a-response-id"),
-            client.responses.retrieve(f"01a2344b-0000-7000-8000-000000000000~{conversation.id}"),
-            client.responses.create(input="hi", previous_response_id=f"01a2344b-0000-7000-8000-000000000000~{conversation.id}"),
+            client.responses.retrieve(unknown),
+            client.responses.create(input="hi", previous_response_id=unknown),
             client.responses.create(input="hi", conversation="no-such-conversation"),
         ]
         codes = []
