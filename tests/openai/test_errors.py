@@ -3,6 +3,7 @@ bad input is refused before anything is recorded."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from pathlib import Path
 
 import openai
@@ -41,7 +42,7 @@ async def test_unknown_ids_are_not_found(tl: Threadline, worker: Worker) -> None
     async with protocol_client(tl) as client:
         conversation = await client.conversations.create()
         unknown = f"01a2344b-0000-7000-8000-000000000000~{conversation.id}"
-        missing = [
+        missing: list[Awaitable[object]] = [
             client.conversations.retrieve("no-such-conversation"),
             client.conversations.items.list("no-such-conversation"),
             client.responses.retrieve("not-a-response-id"),
