@@ -23,9 +23,9 @@ from threadline.client import Threadline
 from worker import build_worker
 
 
-async def finished(client: AsyncOpenAI, response_id: str, timeout: float = 60.0) -> Response:
-    """The response once it is no longer queued or in progress."""
-    deadline = time.monotonic() + timeout
+async def finished(client: AsyncOpenAI, response_id: str) -> Response:
+    """The response once it is no longer queued or in progress (or as it is after a minute)."""
+    deadline = time.monotonic() + 60
     while True:
         found = await client.responses.retrieve(response_id)
         if found.status not in ("queued", "in_progress") or time.monotonic() > deadline:
@@ -102,9 +102,9 @@ def streamed(folder: Path, turn: str) -> str:
     return reader.text
 
 
-async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    """Wait until `condition()` holds."""
-    deadline = time.monotonic() + timeout
+async def until(condition: Callable[[], bool]) -> None:
+    """Wait until `condition()` holds (at most 30 s)."""
+    deadline = time.monotonic() + 30
     while not condition():
         assert time.monotonic() < deadline, "the condition never held"
         await asyncio.sleep(0.01)
