@@ -13,6 +13,7 @@ from temporalio.worker import Worker
 from store.backends.folder import FolderStore
 from store.log.state import Log
 from tests.openai.kit import protocol_client, text_of
+from tests.support.functai_kit import offline, reply, tutor
 from threadline.client import Threadline
 
 
@@ -95,3 +96,15 @@ async def test_a_conversation_of_the_python_api_is_read_and_continued(tl: Thread
     assert [f"msg-in-{first.id}", f"msg-out-{first.id}"] == [item.id for item in items.data]
     assert "I was shown 1 earlier turn(s)" in answer.output_text
     assert answer.id.split("~")[0] == await chat.current_head()
+
+
+async def test_functai_reads_a_conversation_the_protocol_made(tl: Threadline, worker: Worker, folder: Path) -> None:
+    """The protocol's conversation is functai's record log too: functai lists its turns and answers."""
+    async with protocol_client(tl) as client:
+        made = await client.responses.create(input="Hello from the client")
+    assert made.conversation is not None
+
+    with offline([reply("unused")]):
+        listed = [(t.id, t.state, t.result) for t in tutor.conversation(made.conversation.id, store=str(folder)).turns]
+
+    assert [(made.id.split("~")[0], "done", made.output_text)] == listed

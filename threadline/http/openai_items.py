@@ -158,7 +158,7 @@ def response_of(log: Log, conversation: str, turn: Turn, *, model: str | None = 
         "object": "response",
         "created_at": epoch(turn.started_at),
         "status": status,
-        "model": turn.model or model or "offline",
+        "model": turn.model or model or "",
         "output": [answer_item(turn)] if status == "completed" else [],
         "conversation": {"id": conversation},
         "previous_response_id": response_id(conversation, turn.parent) if turn.parent else None,
