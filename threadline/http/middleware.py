@@ -30,7 +30,7 @@ from core.temporal import from_failure
 
 from . import openai_errors
 from .limits import Limits, too_slow
-from .status import STATUS
+from .status import STATUS as STATUS  # re-exported: its home before it had a module of its own
 
 logger = structlog.get_logger("threadline.service")
 
