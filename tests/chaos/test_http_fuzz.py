@@ -25,12 +25,18 @@ from core.errors import ErrorCode
 from tests.support.service_kit import serving
 from threadline.client import Threadline
 from threadline.http import create_app
+from threadline.http.openai_errors import is_protocol
 
 EXAMPLES = 20
 """Requests per route, mode and round: about 2,000 in all, bounded so the fuzz takes well under a minute."""
 QUICK = {"/v1/conversations/{conversation_id}/records/wait": {"timeout": 0.1}}
 """Query values fixed on every round: a long poll's generated timeouts would make the fuzz wait minutes."""
 CODES = frozenset(code.value for code in ErrorCode)
+PROTOCOL_CODES = frozenset(
+    {code.replace("-", "_") for code in CODES}
+    | {"invalid_api_key", "permission_denied", "not_found", "conversation_locked", "response_state", "model_not_found"}
+)
+"""The `code`s of the OpenAI protocol's errors (`/openai/v1`): ours in its spelling, and its own names."""
 
 
 def problem_of(case: schemathesis.Case[Any], response: Response) -> str | None:
@@ -40,11 +46,12 @@ def problem_of(case: schemathesis.Case[Any], response: Response) -> str | None:
         case.validate_response(response, checks=[status_code_conformance])
     except (Failure, FailureGroup) as err:
         return f"{where}: {' '.join(line.strip() for line in str(err).splitlines() if line.strip())[:400]}"
-    return coding_problem(where, response.status_code, response.text)
+    return coding_problem(where, response.status_code, response.text, protocol=is_protocol(case.path))
 
 
-def coding_problem(where: str, status: int, text: str) -> str | None:
-    """What is wrong with an answer's status and body, or None: a 500, an error that is not coded."""
+def coding_problem(where: str, status: int, text: str, *, protocol: bool = False) -> str | None:
+    """What is wrong with an answer's status and body, or None: a 500, an error that is not coded (in the
+    OpenAI protocol's shape, `{"message", "type", "param", "code"}`, under `/openai/v1`)."""
     if status >= 500 and status != 503:
         return f"{where}: a server error ({text[:200]})"
     if status < 400:
@@ -53,8 +60,11 @@ def coding_problem(where: str, status: int, text: str) -> str | None:
         error = json.loads(text)["error"]
     except (ValueError, KeyError, TypeError):
         return f"{where}: the error body is not {{'error': ...}} ({text[:200]})"
-    if not (isinstance(error, dict) and error.get("code") in CODES and isinstance(error.get("message"), str)):
+    codes = PROTOCOL_CODES if protocol else CODES
+    if not (isinstance(error, dict) and error.get("code") in codes and isinstance(error.get("message"), str)):
         return f"{where}: the error is not coded ({text[:200]})"
+    if protocol and not (isinstance(error.get("type"), str) and "param" in error):
+        return f"{where}: the error is not in the protocol's shape ({text[:200]})"
     return None
 
 
@@ -112,7 +122,8 @@ async def test_every_answer_is_documented_and_coded(tl: Threadline, worker: Work
         spec = (await http.get("/openapi.json")).json()
         chat = tl.conversation("tutor", id=cid)
         first = await chat.predict("a turn to aim at")
-        real: Round = {"path_parameters": {"conversation_id": cid, "turn": first.id}, "query": {"store": "default"}}
+        ids = {"conversation_id": cid, "turn": first.id, "response_id": f"{first.id}~{cid}"}
+        real: Round = {"path_parameters": ids, "query": {"store": "default"}}
         found = await asyncio.to_thread(fuzz, spec, str(http.base_url).rstrip("/"), [{}, real, real])
 
     assert [] == sorted(set(found))
@@ -134,6 +145,10 @@ BASES: dict[str, Any] = {
     "/v1/conversations/{conversation_id}/turns/{turn}/approvals": {"verdict": "yes"},
     "/v1/codec/decode": {"payloads": [{"metadata": {"encoding": "anNvbi9wbGFpbg=="}, "data": "IkhpIg=="}]},
     "/v1/codec/encode": {"payloads": [{"metadata": {"encoding": "anNvbi9wbGFpbg=="}, "data": "IkhpIg=="}]},
+    "/openai/v1/conversations": {"metadata": {"k": "v"}},
+    "/openai/v1/conversations/{conversation_id}": {"metadata": {"k": "v"}},
+    "/openai/v1/conversations/{conversation_id}/items": {"items": [{"role": "user", "content": "hi"}]},
+    "/openai/v1/responses": {"input": "hi", "conversation": "CONVERSATION"},
 }
 """A valid body for each route that takes one (`TURN`: a turn of the conversation); each field in turn
 is then made hostile. A route that takes a body and is missing here fails the test: add its body."""
@@ -189,12 +204,15 @@ async def test_hostile_values_in_every_body_field_are_answered_with_a_code(
         assert set() == set(taking) - set(BASES)
         for route, schema in taking.items():
             url = route.replace("{conversation_id}", cid).replace("{turn}", turn)
+            url = url.replace("{response_id}", f"{turn}~{cid}")
             for path in fields(spec, schema):
                 for value in HOSTILE:
                     body = json.dumps(hostile_body(BASES[route], path, value)).replace("TURN", turn)
+                    body = body.replace("CONVERSATION", cid)
                     answer = await http.post(url, content=body, headers={"content-type": "application/json"})
                     where = f"POST {route} {'.'.join(map(str, path))}={body[-40:]!r} -> {answer.status_code}"
-                    found.append(coding_problem(where, answer.status_code, answer.text))
+                    protocol = is_protocol(route)
+                    found.append(coding_problem(where, answer.status_code, answer.text, protocol=protocol))
     assert [] == [problem for problem in found if problem is not None]
 
 

@@ -39,7 +39,7 @@ from tests.support.service_kit import serving
 from threadline.client import connect
 from threadline.http import create_app
 from threadline.http.app import ServiceSettings
-from threadline.http.middleware import STATUS
+from threadline.http.status import STATUS
 from worker import build_worker
 
 README = ROOT / "README.md"
@@ -321,10 +321,14 @@ async def page_worker(client: Client, settings: Settings, env: dict[str, str], l
 
 
 def uses_service(page: Path) -> bool:
+    """Whether a block of `page` calls the HTTP service (a command, or Python code with its address)."""
+    blocks = [block for block in read_blocks(page) if block.not_run is None]
+    if any(block.language == "python" and "localhost:8000" in block.code for block in blocks):
+        return True
     return any(
         "curl " in command.text or "localhost:8000" in command.text
-        for block in read_blocks(page)
-        if block.language != "python" and block.not_run is None
+        for block in blocks
+        if block.language != "python"
         for command in commands(block)
     )
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from .app import ServiceSettings, codec_server, create_app, create_codec_app, serve
 from .limits import Limits
-from .middleware import STATUS, APIKey
+from .middleware import APIKey
+from .status import STATUS
 
 __all__ = [
     "STATUS",

@@ -29,12 +29,13 @@ from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings
 from threadline.client import Threadline, connect
 
-from . import article, codec
+from . import article, codec, openai_conversations, openai_responses
 from .learning import router as learning_router
 from .limits import DEFAULT_LIMITS, Limits, timed_protocol
-from .middleware import STATUS, APIKey, Auth, BodyLimit, RequestLog, on_error, on_http_error
+from .middleware import APIKey, Auth, BodyLimit, RequestLog, on_error, on_http_error
 from .records import router as records
 from .routes import probes, router
+from .status import STATUS
 from .turn_routes import acting
 
 logger = structlog.get_logger(__name__)
@@ -159,6 +160,8 @@ def create_app(
     app.include_router(learning_router)
     app.include_router(article.router)
     app.include_router(acting)
+    app.include_router(openai_conversations.router)
+    app.include_router(openai_responses.router)
     app.include_router(probes)
     codec.install(app, tl.settings)
     return guarded(app, app.state.config)

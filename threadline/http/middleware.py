@@ -28,48 +28,11 @@ from temporalio.service import RPCError
 from core.errors import ErrorCode, ThreadlineError
 from core.temporal import from_failure
 
+from . import openai_errors
 from .limits import Limits, too_slow
+from .status import STATUS as STATUS  # re-exported: its home before it had a module of its own
 
 logger = structlog.get_logger("threadline.service")
-
-STATUS: dict[str, int] = {
-    ErrorCode.FLOW_UNKNOWN: 400,  # the article's service answers 400 for an unknown flow
-    ErrorCode.UNAUTHORIZED: 401,
-    ErrorCode.FORBIDDEN: 403,
-    ErrorCode.CONVERSATION_NOT_FOUND: 404,
-    ErrorCode.TURN_UNKNOWN: 404,
-    ErrorCode.CONVERSATION_BUSY: 409,
-    ErrorCode.CONVERSATION_CLOSED: 409,
-    ErrorCode.STORE_CONFLICT: 409,
-    ErrorCode.TURN_STATE: 409,
-    ErrorCode.TURN_UNFINISHED: 409,
-    ErrorCode.TURN_WAITING: 409,
-    ErrorCode.CANCELLED: 409,
-    ErrorCode.APPROVAL_UNKNOWN: 404,
-    ErrorCode.INPUT_TOO_LARGE: 413,
-    ErrorCode.REQUEST_TIMEOUT: 408,
-    ErrorCode.CONVERSATION_ID: 422,
-    ErrorCode.CONVERSATION_SIGNATURE: 422,
-    ErrorCode.CONVERSATION_NESTED: 422,
-    ErrorCode.CONVERSATION_OPAQUE: 422,
-    ErrorCode.CONVERSATION_CONTENT: 422,
-    ErrorCode.INPUTS_INVALID: 422,
-    ErrorCode.INVALID_REQUEST: 422,
-    ErrorCode.PROGRAM_UNKNOWN: 422,
-    ErrorCode.PROGRAM_INVALID: 422,
-    ErrorCode.PROVIDER_UNCONFIGURED: 422,  # the request named a model (`lm`) whose provider the worker lacks
-    ErrorCode.RECORD_INVALID: 422,
-    ErrorCode.STORE_UNKNOWN: 422,
-    ErrorCode.TOOL_INPUT_INVALID: 422,
-    ErrorCode.RATING_INVALID: 422,
-    ErrorCode.PAYLOAD_KEY_UNKNOWN: 422,
-    ErrorCode.METRIC_UNKNOWN: 422,
-    ErrorCode.PROVIDER_UNAVAILABLE: 503,
-    ErrorCode.SERVER_UNAVAILABLE: 503,
-    ErrorCode.STORE_UNAVAILABLE: 503,
-    ErrorCode.STORE_MISMATCH: 503,
-}
-"""The HTTP status of each error code; any other code answers 500."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +61,11 @@ class APIKey:
 # ----- errors
 
 
-def error_response(err: ThreadlineError) -> JSONResponse:
-    """The answer for `err`: `{"error": {"code", "message"}}` with the status `STATUS` gives its code."""
+def error_response(err: ThreadlineError, path: str = "") -> JSONResponse:
+    """The answer for `err`: `{"error": {"code", "message"}}` with the status `STATUS` gives its code,
+    or the OpenAI protocol's error when `path` is one of its routes."""
+    if openai_errors.is_protocol(path):
+        return openai_errors.protocol_error(err)
     status = STATUS.get(str(err.code), 500)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse({"error": err.to_dict()}, status_code=status, headers=headers)
@@ -126,7 +92,7 @@ def _describe(exc: RequestValidationError) -> str:
 
 async def on_error(request: Request, exc: Exception) -> Response:
     """Exception handler: answer any exception as its coded error."""
-    return error_response(as_error(exc))
+    return error_response(as_error(exc), request.url.path)
 
 
 async def on_http_error(request: Request, exc: Exception) -> Response:
@@ -135,8 +101,11 @@ async def on_http_error(request: Request, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 500
     if status == 400:
         err = ThreadlineError(ErrorCode.INVALID_REQUEST, "the body is not JSON in UTF-8; send a JSON object")
-        return error_response(err)
+        return error_response(err, request.url.path)
     message = f"{request.method} {request.url.path}: {exc.detail if isinstance(exc, HTTPException) else exc}"
+    if openai_errors.is_protocol(request.url.path):
+        code = ErrorCode.CONVERSATION_NOT_FOUND if status == 404 else ErrorCode.INVALID_REQUEST
+        return JSONResponse(openai_errors.protocol_body(ThreadlineError(code, message), status), status_code=status)
     return JSONResponse({"error": {"code": ErrorCode.INVALID_REQUEST.value, "message": message}}, status_code=status)
 
 
@@ -175,7 +144,7 @@ class RequestLog:
             except Exception as exc:  # noqa: BLE001 - answered and logged here, with the request id
                 failure = exc
                 if status is None:  # else a stream broke: nothing more can be sent, uvicorn closes it
-                    await error_response(as_error(exc))(scope, receive, send_with_id)
+                    await error_response(as_error(exc), scope["path"])(scope, receive, send_with_id)
             fields = {"method": scope["method"], "path": scope["path"], "status": status or 500}
             fields["ms"] = round((time.perf_counter() - start) * 1000, 1)
             if failure is None:
@@ -185,17 +154,21 @@ class RequestLog:
 
 
 class Auth:
-    """Refuses `/v1/` requests without a configured bearer key (401); puts the key in `request.state.key`."""
+    """Refuses `/v1/` and `/openai/v1/` requests without a configured bearer key (401); puts the key in
+    `request.state.key`."""
 
     def __init__(self, app: ASGIApp, *, keys: Sequence[APIKey]) -> None:
         self.app, self.keys = app, tuple(keys)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/v1/") and self.keys:
+        guarded = scope["type"] == "http" and (
+            scope["path"].startswith("/v1/") or openai_errors.is_protocol(scope["path"])
+        )
+        if guarded and self.keys:
             key = self._match(Headers(scope=scope).get("authorization", ""))
             if key is None:
                 err = ThreadlineError(ErrorCode.UNAUTHORIZED, "send a valid API key as `Authorization: Bearer <key>`")
-                await error_response(err)(scope, receive, send)
+                await error_response(err, scope["path"])(scope, receive, send)
                 return
             scope.setdefault("state", {})["key"] = key
         await self.app(scope, receive, send)
@@ -227,7 +200,7 @@ class BodyLimit:
             async with asyncio.timeout(self.limits.body_timeout_s):
                 read = await self._read(receive, declared)
         except TimeoutError:
-            answer = error_response(too_slow(self.limits))
+            answer = error_response(too_slow(self.limits), scope["path"])
             answer.headers["Connection"] = "close"  # the rest of the body may still come: never read it
             await answer(scope, receive, send)
             return
@@ -236,7 +209,7 @@ class BodyLimit:
         body, whole = read
         if not whole or len(body) > self.limit:
             err = ThreadlineError(ErrorCode.INPUT_TOO_LARGE, f"the body is over {self.limit} bytes; send less")
-            await error_response(err)(scope, receive, send)
+            await error_response(err, scope["path"])(scope, receive, send)
             return
         await self.app(scope, _replay(bytes(body), receive), send)
 

@@ -1,0 +1,171 @@
+"""The OpenAI Responses protocol under `/openai/v1/responses`: a response is a turn.
+
+    POST /responses                  a turn: at the head of `conversation`, after `previous_response_id`
+                                     (a branch when it is not the head), or of a new conversation
+    GET  /responses/{id}             the response as the record log holds it (`?stream=true&starting_after=N`:
+                                     its events after number N)
+    POST /responses/{id}/cancel      stop the turn
+
+`background` answers once the turn is placed; `stream` answers with its events; otherwise the answer
+waits for the turn's end. An `Idempotency-Key` header is the send's request id, so a retried POST is
+the same turn. Thin adapters over the Python API, like the native routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request, Security
+from fastapi.responses import StreamingResponse
+from fastapi.security import HTTPBearer
+
+from core.errors import ErrorCode, ThreadlineError
+from store.log.preamble import setup_of
+from store.records import uuid7
+from threadline.client import Conversation
+
+from . import openai_bodies as o
+from . import openai_items as items
+from .openai_conversations import connection, existing, read_log, store_of
+from .openai_errors import PREFIX, bad_request
+from .openai_events import response_events
+from .openai_models import model_of
+
+CANCEL_WAIT_S = 10.0
+"""How long a cancel waits for the stopped turn to end before it answers the response as it is."""
+_SSE = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+router = APIRouter(
+    prefix=f"{PREFIX}/responses",
+    tags=["OpenAI protocol"],
+    responses={"4XX": {"model": o.ProtocolErrorBody}},
+    dependencies=[Security(HTTPBearer(auto_error=False))],
+)
+
+IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)]
+
+
+def asked(body: o.CreateResponse) -> tuple[str, str | None]:
+    """The turn's message and the instructions, from `input` and `instructions`.
+
+    Raises:
+        ThreadlineError: 400 for what this service does not take: no input, an assistant message (send
+            it with `conversations.items.create`), tools, `store: false`.
+    """
+    if body.tools:
+        raise bad_request("function tools are not supported through this protocol yet; send no `tools`", "tools")
+    if body.store is False:
+        raise bad_request(
+            "every response is recorded (that is what makes it durable); leave out `store: false`", "store"
+        )
+    if body.input is None or body.input == "" or body.input == []:
+        raise bad_request("give `input`: a string or message items", "input")
+    if isinstance(body.input, str):
+        return body.input, body.instructions
+    said: list[str] = []
+    told = [body.instructions] if body.instructions else []
+    for i, item in enumerate(body.input):
+        if item.role == "assistant":
+            raise bad_request(f"input[{i}] is an assistant message: record it with conversations.items.create", "input")
+        (said if item.role == "user" else told).append(item.text)
+    if not "".join(said):
+        raise bad_request("`input` holds no user message", "input")
+    return "\n\n".join(said), "\n\n".join(told) or None
+
+
+async def target(request: Request, body: o.CreateResponse) -> tuple[Conversation, str | None]:
+    """The conversation the turn goes to, continued after the previous response's turn when one is named;
+    and the head to put back afterwards (a branch leaves the head where it was)."""
+    if body.conversation is not None and body.previous_response_id is not None:
+        raise bad_request("give `conversation` or `previous_response_id`, not both", "previous_response_id")
+    if body.previous_response_id is not None:
+        cid, turn = items.parse_response_id(body.previous_response_id, "previous_response_id")
+        chat, log = await existing(request, cid, sends=body.sends)
+        if turn not in log.turns:
+            raise ThreadlineError(
+                ErrorCode.TURN_UNKNOWN,
+                f"no response has id {body.previous_response_id[:80]!r}",
+                param="previous_response_id",
+            )
+        return chat.continue_from(turn), (log.head if log.head != turn else None)
+    if body.conversation is not None:
+        cid = body.conversation if isinstance(body.conversation, str) else body.conversation.id
+        chat, _ = await existing(request, cid, sends=body.sends)
+        return chat, None
+    tl = connection(request)
+    return tl.conversation("chat", uuid7(), store=store_of(request), sends=body.sends or "queue"), None
+
+
+@router.post("", responses={200: {"model": o.ResponseObject, "content": {"text/event-stream": {}}}})
+async def create_response(request: Request, body: o.CreateResponse, idempotency_key: IdempotencyKey = None) -> Any:
+    """A turn: its response once it ended (`background`: once placed; `stream`: its events)."""
+    text, instructions = asked(body)
+    lm = model_of(body.model)
+    chat, head = await target(request, body)
+    if instructions is not None:
+        await _instruct(request, chat, instructions)
+    request_id = idempotency_key or uuid7()
+    if not (body.background or body.stream or head):
+        outcome = await chat.deliver(text, request_id=request_id, lm=lm)
+        turn = str(outcome.turn)
+    else:
+        placed = await chat.send(text, request_id=request_id, lm=lm)
+        turn = str(placed.id)
+    if body.metadata or body.background:
+        log = connection(request).log(chat.config.store, chat.id)
+        await log.append([items.response_record(turn, dict(body.metadata or {}), bool(body.background))])
+    if head is not None:
+        await chat.head(head)  # a branch: the conversation goes on where it was until its head is moved
+    if body.stream:
+        return StreamingResponse(response_events(chat, turn), media_type="text/event-stream", headers=_SSE)
+    if not body.background and head is not None:
+        await chat.outcome(request_id)
+    return await _response(request, chat.id, turn, body.model)
+
+
+async def _instruct(request: Request, chat: Conversation, instructions: str) -> None:
+    """Record `instructions` as the conversation's system prompt when they differ from the one recorded."""
+    log = await read_log(request, chat.id)
+    found = setup_of(log) or {}
+    if found.get("system_prompt") != instructions:
+        await chat.setup(instructions, metadata=found.get("metadata") or {})
+
+
+async def _response(request: Request, conversation: str, turn: str, model: str | None = None) -> dict[str, Any]:
+    chat, log = await existing(request, conversation)
+    found = await chat.turn(turn)
+    return items.response_of(log, conversation, found, model=model)
+
+
+@router.get("/{response_id}", responses={200: {"model": o.ResponseObject, "content": {"text/event-stream": {}}}})
+async def get_response(
+    request: Request,
+    response_id: str,
+    stream: bool = False,
+    starting_after: Annotated[int | None, Query(ge=0)] = None,
+) -> Any:
+    """The response as the record log holds it, whichever process answered it; with `stream`, its events
+    after number `starting_after` (all when omitted), until it ends."""
+    cid, turn = items.parse_response_id(response_id)
+    chat, _ = await existing(request, cid)
+    if stream:
+        await chat.turn(turn)  # 404 before the stream starts
+        after = -1 if starting_after is None else starting_after
+        return StreamingResponse(response_events(chat, turn, after=after), media_type="text/event-stream", headers=_SSE)
+    return await _response(request, cid, turn)
+
+
+@router.post("/{response_id}/cancel")
+async def cancel_response(request: Request, response_id: str) -> o.ResponseObject:
+    """Stop the turn: it ends `cancelled`; one that already ended is answered as it is."""
+    cid, turn = items.parse_response_id(response_id)
+    chat, _ = await existing(request, cid)
+    found = await chat.turn(turn)
+    if found.ended_at is None:
+        await chat.stop(turn)
+        if found.request_id is not None:  # a turn a functai process sent has none: answered as it is then
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(chat.outcome(found.request_id), CANCEL_WAIT_S)
+    return o.ResponseObject.model_validate(await _response(request, cid, turn))
