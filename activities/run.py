@@ -72,8 +72,9 @@ class TurnRun:
         self.shown = Shown(turns=[], saw=[], rows=[])
         """What the turn is shown (nothing until it runs: a turn stopped before then saw nothing)."""
         self.ending = False
-        self._restart = False
         """Whether this try appended (or tried to append) the turn's `ended` record."""
+        self._restart = False
+        """Whether the text streamed so far is void once the model is asked again (a repair)."""
         self.on_end: Callable[[Turn], Awaitable[None]] | None = None
         """Called once this attempt appended the turn's `ended` record (its call is logged then)."""
 
