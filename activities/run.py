@@ -6,6 +6,12 @@ functai readers informed: a `lease` every 5 s while the steps run, and the turn 
 exactly one `ended` record, appended conditionally so a zombie attempt or another writer that
 took over can never add a second one.
 
+A try Temporal gave up on may still run (its worker was frozen, not dead, and wakes up later), and
+one may even start late (a task its worker took just before freezing). So a retry takes the turn
+over (a lease of the next attempt) before anything else, and every try looks at the log again
+before each write that matters: before its stream starts, before each model call, before each
+append. A try that finds the turn ended or taken writes nothing more and asks the model nothing.
+
 `TurnRun` owns all of that (the claim, the watch, the lease, the stream, the `ended` record, the
 outcome); what the turn does meanwhile is the `steps.TurnSteps` it is given.
 """
@@ -31,6 +37,7 @@ from store.log.turns import claim_records, failed_record
 from store.programs.approvals import Approve, check_approve
 from store.records import LEASE_RENEW_SECONDS, STOP_POLL_SECONDS, Record, lease_record, stopped_record
 
+from .helpertools import Halt
 from .language_model import Message, ModelReply, ModelRequest, Provider
 from .outcomes import outcome_of
 from .plan import rule_of, shown_for_run
@@ -64,6 +71,10 @@ class TurnRun:
         self.owned = max(input.attempt, _heartbeat_attempt())
         self.shown = Shown(turns=[], saw=[], rows=[])
         """What the turn is shown (nothing until it runs: a turn stopped before then saw nothing)."""
+        self.ending = False
+        """Whether this try appended (or tried to append) the turn's `ended` record."""
+        self._restart = False
+        """Whether the text streamed so far is void once the model is asked again (a repair)."""
         self.on_end: Callable[[Turn], Awaitable[None]] | None = None
         """Called once this attempt appended the turn's `ended` record (its call is logged then)."""
 
@@ -94,10 +105,17 @@ class TurnRun:
         rule = rule_of(self.input.config, self.input.send)
         self.shown = shown_for_run(self.conversation.log, self.program, self.turn, rule, now=now())
         await self.steps.prepare(self, provider, model=model, name=name)
+        gone = await self._gone()
+        if gone is not None:  # it ended (or was taken) meanwhile: no stream run starts
+            return gone
         if self.streams is not None:
             self.stream = self.streams.writer(self.turn, self.owned)
         try:
             return await self._run()
+        except ThreadlineError as err:
+            if err.retryable:
+                await self._hold_for_retry(err)
+            raise
         finally:
             if self.stream is not None:
                 self.stream.close()  # a try that raises (to be retried) leaves no file open
@@ -140,20 +158,53 @@ class TurnRun:
             return paused
         if turn.stops:
             return await self._end(lambda t: stopped_record(t.id, attempt=self.owned, saw=[]))
-        if turn.state(now()) == "interrupted":
+        if turn.state(now()) == "interrupted" or _retried():
             claimed = await self.conversation.append_if(self.turn, self._claim)
-            if claimed.attempt != self.owned:
-                return Yielded(attempt=claimed.attempt)
+            if claimed.ended is not None or claimed.attempt != self.owned:
+                return _result(claimed, self.input.send.request_id)
         if self.owned > 1:  # a retry must learn of the claim even if this try dies at once
             activity.heartbeat({"attempt": self.owned})
         return None
 
     def _claim(self, log: Log, turn: Turn) -> list[Record] | None:
-        if turn.ended or turn.attempt > self.owned or turn.state(now()) != "interrupted":
+        """Resume an interrupted turn; or, in a retry, take over from the try Temporal gave up on: it may
+        still run (a frozen worker), and the next attempt's lease makes it yield at its next look."""
+        if turn.ended or turn.attempt > self.owned:
             return None
-        records = claim_records(log, turn.id, now=now())
+        state = turn.state(now())
+        if state == "interrupted":
+            records = claim_records(log, turn.id, now=now())
+        elif state == "running" and _retried():
+            records = [lease_record(turn.id, attempt=turn.attempt + 1, now=now())]
+        else:
+            return None
         self.owned = turn.attempt + 1
         return records
+
+    async def _gone(self) -> Ended | Yielded | None:
+        """How the turn stands if this try may write no more (it ended, or a later attempt holds it); else None."""
+        turn = await self.conversation.turn(self.turn)
+        if turn.ended is not None or turn.attempt > self.owned:
+            return _result(turn, self.input.send.request_id)
+        return None
+
+    async def _renew(self) -> None:
+        """Append a lease of this try's attempt, unless the turn ended or another try took it."""
+
+        def decide(_: Log, turn: Turn) -> list[Record] | None:
+            if turn.ended is not None or turn.attempt > self.owned:
+                return None
+            return [lease_record(self.turn, attempt=self.owned, now=now())]
+
+        await self.conversation.append_if(self.turn, decide)
+
+    async def _hold_for_retry(self, err: ThreadlineError) -> None:
+        """Renew the lease before Temporal's wait for the next try (at most `RETRY_WAIT_MOST_SECONDS`,
+        well inside the lease), so the turn reads `running` across it for every reader."""
+        try:
+            await self._renew()
+        except ThreadlineError as failed:  # the store may be what failed: the retry's claim renews it then
+            logger.warning("turn.lease_not_renewed", turn=self.turn, code=str(failed.code), cause=str(err.code))
 
     async def _watch(self) -> Interruption:
         """Every 0.25 s: heartbeat, look for a stop, an end or a takeover; every 5 s: renew the lease."""
@@ -170,19 +221,21 @@ class TurnRun:
             if turn.stops:
                 return "stop"
             if time.monotonic() - renewed >= LEASE_RENEW_SECONDS:
-                await self.conversation.append([lease_record(self.turn, attempt=self.owned, now=now())])
+                await self._renew()
                 renewed = time.monotonic()
 
     async def _answered(self, call: asyncio.Task[Reply], seconds: float) -> RunResult:
         try:
-            reply = call.result()
+            reply: Reply | RunResult = call.result()
+        except Halt as halt:  # the turn ended or was taken before a model call: nothing was asked
+            reply = halt.result or _result(await self.conversation.turn(self.turn), self.input.send.request_id)
         except ThreadlineError as err:
             if err.retryable:
                 raise
             return await self.fail(err)
-        if not isinstance(reply, ModelReply):  # a turn with tools goes on, or waits for a person
-            if isinstance(reply, Paused) and self.stream is not None:
-                self.stream.end("waiting")
+        if not isinstance(reply, ModelReply):  # a turn with tools goes on, waits for a person, or is gone
+            if self.stream is not None:
+                self.stream.end("waiting" if isinstance(reply, Paused) else "yielded")
             return reply
         result = await self._end_kept(lambda t: self.steps.ended(t, reply, seconds))
         logger.info(
@@ -226,28 +279,36 @@ class TurnRun:
         def decide(_: Log, turn: Turn) -> list[Record] | None:
             if turn.ended is not None or turn.attempt > self.owned:
                 return None
+            self.ending = True  # (an append that failed may have landed: a retried `_end` then finds it)
             return [build(turn)]
 
         turn = await self.conversation.append_if(self.turn, decide)
-        if self.on_end is not None and turn.ended is not None and turn.ended.get("attempt") == self.owned:
+        ours = turn.ended is not None and turn.ended.get("attempt") == self.owned
+        if self.on_end is not None and ours:
             await self.on_end(turn)
         result = _result(turn, self.input.send.request_id)
-        if self.stream is not None:
-            self.stream.end(result.outcome.state if isinstance(result, Ended) else "yielded")
+        if self.stream is not None:  # only the try that ended the turn ends its stream so: its text is the answer
+            self.stream.end(result.outcome.state if ours and self.ending and isinstance(result, Ended) else "yielded")
         return result
 
     # ----- what the steps use of the try
 
     async def call_model(self, provider: Provider, request: ModelRequest, model: str) -> ModelReply:
-        """Ask the model, its text streamed into the turn's stream."""
+        """Ask the model, its text streamed into the turn's stream; unless the turn ended or another try
+        took it (`Halt`: nothing is asked)."""
+        gone = await self._gone()
+        if gone is not None:
+            raise Halt(gone)
+        if self._restart and self.stream is not None:
+            self.stream.write({"restart": True})
+        self._restart = False
         logger.info("model.requested", turn=self.turn, attempt=self.owned, model=model)
         return await provider.complete(request, self._on_text)
 
     def repaired(self, request: ModelRequest, err: ThreadlineError) -> ModelRequest:
         """`request` asked again after a reply that did not fit: it says what was wrong."""
         logger.info("model.repair_requested", turn=self.turn, attempt=self.owned, reason=err.message)
-        if self.stream is not None:
-            self.stream.write({"restart": True})
+        self._restart = True  # the stream's text is void once the model is asked again (if it is)
         repair = Message("user", f"Your reply could not be used: {err.message}. Reply again, exactly as asked.")
         return replace(request, messages=(*request.messages, repair))
 
@@ -279,6 +340,14 @@ def _asked_to_cancel() -> bool:
     is shutting down, its heartbeat timed out, or it was paused or reset: only then is the turn over."""
     details = activity.cancellation_details()
     return details is not None and details.cancel_requested and not details.worker_shutdown
+
+
+def _retried() -> bool:
+    """Whether this try is a retry of the activity (Temporal gave up on, or saw fail, an earlier one)."""
+    try:
+        return activity.info().attempt > 1
+    except RuntimeError:
+        return False
 
 
 def _heartbeat_attempt() -> int:

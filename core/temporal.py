@@ -64,6 +64,10 @@ class PayloadConverter(CompositePayloadConverter):
 
 
 DATA_CONVERTER = DataConverter(payload_converter_class=PayloadConverter)
+RETRY_WAIT_MOST_SECONDS = 20.0
+"""The longest wait before an activity's next try (a provider's Retry-After, a retry policy's backoff):
+half a turn's 40 s lease, which the try before it renewed, so a turn between tries reads `running`
+for every reader (docs/operations.md, "Clocks")."""
 """The converter of every client, worker and replayer."""
 
 P = ParamSpec("P")
@@ -92,10 +96,13 @@ async def connect_temporal(settings: Settings, blobs: Blobs | None = None) -> Cl
 def to_failure(err: ThreadlineError) -> ApplicationError:
     """The `ApplicationError` that carries `err` across Temporal: `type` is the code, the details ride along.
 
-    A retryable error waits the provider's Retry-After (`details["retry_after"]`) before its next try.
+    A retryable error waits the provider's Retry-After (`details["retry_after"]`) before its next try,
+    at most `RETRY_WAIT_MOST_SECONDS`.
     """
     seconds = err.details.get("retry_after")
-    delay = timedelta(seconds=float(seconds)) if isinstance(seconds, int | float) and seconds > 0 else None
+    delay = None
+    if isinstance(seconds, int | float) and seconds > 0:
+        delay = timedelta(seconds=min(float(seconds), RETRY_WAIT_MOST_SECONDS))
     # A refusal is an answer, not an incident: BENIGN keeps it out of the worker's warning logs.
     category = ApplicationErrorCategory.UNSPECIFIED if err.retryable else ApplicationErrorCategory.BENIGN
     details = (err.details,) if err.details else ()

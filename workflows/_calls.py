@@ -17,7 +17,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from core.errors import ErrorCode
-    from core.temporal import from_failure, to_failure
+    from core.temporal import RETRY_WAIT_MOST_SECONDS, from_failure, to_failure
 
 A = TypeVar("A")
 R = TypeVar("R")
@@ -43,8 +43,12 @@ MODEL_CALL_TIMEOUT = timedelta(minutes=10)
 MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=3)
 """The lease inside Temporal: a worker silent this long is presumed dead and the turn runs elsewhere."""
 MODEL_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=500), maximum_interval=timedelta(seconds=30), maximum_attempts=8
+    initial_interval=timedelta(milliseconds=500),
+    maximum_interval=timedelta(seconds=RETRY_WAIT_MOST_SECONDS),
+    maximum_attempts=8,
 )
+"""A model step's tries: the wait between two stays inside the turn's lease, which the try before it
+renewed, so the turn reads `running` throughout (eight tries take about 52 s)."""
 FOLLOW_TIMEOUT = timedelta(hours=2)
 
 

@@ -26,13 +26,15 @@ import pydantic
 
 from activities.language_model import ModelReply, TextSink
 from core.errors import ErrorCode, ThreadlineError
+from core.temporal import RETRY_WAIT_MOST_SECONDS
 
 from ._calls import PendingCalls
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 """Statuses worth trying again besides 5xx: timeout, conflict, rate limit."""
-MAX_RETRY_AFTER = 60.0
-"""The longest Retry-After honoured; a day-long one would park the turn, so Temporal backs off instead."""
+MAX_RETRY_AFTER = RETRY_WAIT_MOST_SECONDS
+"""The longest Retry-After honoured: a longer wait would outlast the turn's lease (it would read
+`interrupted` meanwhile), so Temporal tries again sooner and the provider may answer 429 once more."""
 
 _BROKEN = ((httpx.TimeoutException, "did not answer in time"), (httpx.ConnectError, "could not be reached"))
 _CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -76,7 +78,7 @@ def stream_cut(provider: str) -> ThreadlineError:
 
 
 def retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds to wait from `retry-after-ms` or `Retry-After` (seconds or an HTTP date), at most a minute."""
+    """Seconds to wait from `retry-after-ms` or `Retry-After` (seconds or an HTTP date), at most `MAX_RETRY_AFTER`."""
     seconds: float | None = None
     if "retry-after-ms" in headers:
         seconds = _number(headers["retry-after-ms"])

@@ -180,40 +180,65 @@ class StreamWriter:
         self.close()
 
 
+FINAL = frozenset({"done", "failed", "stopped", "abandoned"})
+"""The `end` states that end the turn: the text of the try that wrote one is the turn's, and nothing
+after it is read (a try that wakes up late, or starts late, writes to a finished stream)."""
+
+
 @dataclass(slots=True)
 class StreamReader:
     """Folds a stream's events: the current attempt's text, and whether it ended.
 
     `feed` returns what to show for new events: text pieces, or `None` standing for "an attempt
-    started over: forget the text shown so far".
+    started over: forget the text shown so far". The text shown is the last started try's, until a
+    try ends the turn (a `FINAL` end): its text then, if another try was shown, and nothing after.
     """
 
     run: str | None = None
     ended: str | None = None
     pieces: list[str] = field(default_factory=list)
+    runs: dict[str, list[str]] = field(default_factory=dict)
+    """Each try's text so far (by run), so the try that ends the turn can be shown whichever was current."""
 
     def feed(self, events: list[dict[str, Any]]) -> list[str | None]:
         """Apply `events`; return the pieces to show (None: the text so far is void)."""
         shown: list[str | None] = []
         for event in events:
+            if self.ended in FINAL:
+                break  # the turn ended: later events are a stale try's
             run = event.get("run")
             if event.get("start"):
                 if self.pieces:
                     shown.append(None)
                 self.run, self.ended, self.pieces = run, None, []
+                self.runs[str(run)] = self.pieces
                 continue
             if run != self.run and self.run is not None:
-                continue  # a late write of a try that was replaced
+                self._other(str(run), event, shown)
+                continue
             if event.get("restart"):  # the reply was refused and asked for again
                 if self.pieces:
                     shown.append(None)
-                self.pieces = []
+                self.pieces.clear()
             elif isinstance(event.get("text"), str):
                 self.pieces.append(event["text"])
                 shown.append(event["text"])
             elif event.get("end"):
                 self.ended = str(event["end"])
         return shown
+
+    def _other(self, run: str, event: dict[str, Any], shown: list[str | None]) -> None:
+        """An event of a try that is not the one shown: kept, and shown if that try ends the turn."""
+        pieces = self.runs.setdefault(run, [])
+        if event.get("restart"):
+            pieces.clear()
+        elif isinstance(event.get("text"), str):
+            pieces.append(event["text"])
+        elif event.get("end") in FINAL:
+            if self.pieces:
+                shown.append(None)
+            shown.extend(pieces)
+            self.run, self.pieces, self.ended = run, pieces, str(event["end"])
 
     @property
     def text(self) -> str:

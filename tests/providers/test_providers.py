@@ -342,14 +342,15 @@ def test_build_providers_follows_the_environment():
 
 
 def test_retry_after_reads_seconds_milliseconds_and_dates():
-    """Retry-After in seconds or as an HTTP date, retry-after-ms first; capped at a minute; junk ignored."""
+    """Retry-After in seconds or as an HTTP date, retry-after-ms first; capped at 20 s (under a turn's lease);
+    junk ignored."""
 
     def delay(**headers: str) -> float | None:
         return retry_after(httpx.Headers({k.replace("_", "-"): v for k, v in headers.items()}))
 
     assert 2.5 == delay(retry_after="2.5")
     assert 0.25 == delay(retry_after_ms="250", retry_after="9")
-    assert 60.0 == delay(retry_after="86400")
+    assert 20.0 == delay(retry_after="86400")
     assert 0.0 == delay(retry_after="Wed, 21 Oct 2015 07:28:00 GMT")
     assert None is delay(retry_after="soon")
     assert None is delay()

@@ -60,6 +60,41 @@ def test_a_retried_try_voids_the_text_before_it(log: Log) -> None:
     assert ["half an ans", None, "A whole answer."] == read_all(log)
 
 
+def test_the_try_that_ends_the_turn_is_shown_whichever_started_last(log: Log) -> None:
+    """A stale try that started after the healthy one (a frozen worker woken up) is shown while it writes;
+    when the healthy try ends the turn, its text replaces it (None, then its pieces), and is the text."""
+    frozen, healthy = log.writer(TURN, 1), log.writer(TURN, 2)
+    healthy.text("The whole ")
+    stale = log.writer(TURN, 1)
+    stale.text("(offline)")
+    healthy.text("answer.")
+    healthy.end("done")
+    frozen.text(" late words")
+    stale.end("yielded")
+    reader = StreamReader()
+
+    shown = reader.feed([event for _, event in log.read(TURN)])
+
+    assert ["The whole ", None, "(offline)", None, "The whole ", "answer."] == shown
+    assert ("done", "The whole answer.") == (reader.ended, reader.text)
+
+
+def test_tries_that_start_after_the_end_are_ignored(log: Log) -> None:
+    """Once a try ended the turn, a try that starts later writes to a finished stream: nothing of it is read."""
+    healthy = log.writer(TURN, 2)
+    healthy.text("The answer.")
+    healthy.end("done")
+    late = log.writer(TURN, 1)
+    late.text("(offline)")
+    late.end("yielded")
+    reader = StreamReader()
+
+    shown = reader.feed([event for _, event in log.read(TURN)])
+
+    assert ["The answer."] == shown
+    assert ("done", "The answer.") == (reader.ended, reader.text)
+
+
 def test_a_repair_voids_the_text_of_the_refused_reply(log: Log) -> None:
     """When a reply that did not fit is asked for again, its text is void."""
     writer = log.writer(TURN, 1)

@@ -68,8 +68,9 @@ async def killed_after_topic(settings: Settings, fake: FakeProvider, cid: str, l
 async def test_a_worker_killed_between_helpers_does_not_ask_the_first_again(
     settings: Settings, fake: FakeProvider, cid: str, tmp_path: Path
 ) -> None:
-    """The retry on a new worker takes `topic`'s recorded reply (one request in all) and writes no second
-    `call` for it; `answer` is asked once; the turn ends done in the same attempt."""
+    """The retry on a new worker takes the turn over (attempt 2: a worker that only froze could write
+    nothing more), takes `topic`'s recorded reply (one request in all) and records its `call` again in
+    its attempt, as a functai resume does; `answer` is asked once; the turn ends done in attempt 2."""
     settings = dataclasses.replace(settings, programs=("tests.support.support_programs",))
     placed, tid = await killed_after_topic(settings, fake, cid, tmp_path / "w1.log")
 
@@ -80,13 +81,15 @@ async def test_a_worker_killed_between_helpers_does_not_ask_the_first_again(
     finally:
         second.stop()
 
-    assert ("done", 1, "answer after 1 messages") == (turn.state, turn.attempt, turn.result)
+    assert ("done", 2, "answer after 1 messages") == (turn.state, turn.attempt, turn.result)
     assert 1 == len(sent(fake, "topic"))
     assert 1 == len(sent(fake, "answer"))
     found = [r for r in records(settings.store_folder("default"), cid) if r.get("turn") == tid]
-    assert ["turn", "lease", "reply", "call", "reply", "call", "ended"] == [
+    assert ["turn", "lease", "reply", "call", "call", "reply", "call", "ended"] == [
         r["kind"] for r in found if r["kind"] != "lease" or r["seq"] == found[1]["seq"]
     ]
+    calls = [(c["site"], c["attempt"]) for c in found if c["kind"] == "call"]
+    assert [("slow_support#1/topic#1", 1), ("slow_support#1/topic#1", 2), ("slow_support#1/answer#1", 2)] == calls
 
 
 @pytest.mark.timeout(120)
