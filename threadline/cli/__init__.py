@@ -62,10 +62,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     import asyncio
 
-    from temporalio.service import RPCError
-
     from core import logs
-    from core.temporal import from_failure
+    from threadline.crossing import SDK_ERROR, error_of
 
     out = Output.for_stdout(json=getattr(args, "json", False))
     logs.configure("info" if args.command in {"dev", "worker", "serve"} else "warning")
@@ -74,8 +72,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_closing(command(args, out)))
     except ThreadlineError as err:
         out.error(err)
-    except RPCError as err:
-        out.error(from_failure(err))
+    except SDK_ERROR as err:  # a call that missed `crossing` (none should): still a coded error
+        out.error(error_of(err))
     except KeyboardInterrupt:
         return 130
     return 1
