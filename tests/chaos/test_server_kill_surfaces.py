@@ -35,11 +35,11 @@ from worker import build_worker
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTED = frozenset(re.findall(r"^\| `([a-z-]+)` \|", (ROOT / "docs" / "errors.md").read_text(), re.M))
 """The codes docs/errors.md lists."""
-DELAY_S = 0.5
-"""How long the model takes: sends are in flight whenever the server dies."""
-BEFORE_S, DOWN_S, AFTER_S = 4.0, 12.0, 6.0
-"""How long the surfaces are used before the kill, how long the server stays dead (longer than the
-SDK retries a call), and how long after the restart."""
+DELAY_S = 2.0
+"""How long the model takes: most sends wait for their outcome when the server dies."""
+DOWN_S, AFTER_S = 12.0, 6.0
+"""How long the server stays dead (longer than the SDK retries a call), and how long the surfaces
+are used after the restart."""
 
 
 @dataclass
@@ -53,6 +53,8 @@ class Seen:
     """HTTP calls that got no answer within the client's 30 s."""
     sent: dict[str, list[str]] = field(default_factory=dict)
     """The request ids sent to each conversation."""
+    answered: set[str] = field(default_factory=set)
+    """The conversations a send was answered in (the server is killed once each was)."""
 
     def rid(self, conversation: str) -> str:
         """A new request id for a send to `conversation`."""
@@ -67,6 +69,7 @@ async def python_sends(tl: Threadline, conversation: str, seen: Seen, until: asy
     while not until.is_set():
         try:
             await chat.deliver("through the outage", request_id=seen.rid(conversation))
+            seen.answered.add(conversation)
         except Exception as err:  # noqa: BLE001 - what is kept is checked: only ThreadlineError may come
             seen.raised.append(err)
             await asyncio.sleep(0.5)
@@ -80,6 +83,7 @@ async def http_calls(http: httpx.AsyncClient, conversation: str, seen: Seen, unt
         for call in (http.post(f"{url}/turns", json=body), http.get(url), http.get("/v1/conversations")):
             try:
                 seen.answers.append(await call)
+                seen.answered.update([conversation] if seen.answers[-1].status_code == 200 else [])
             except httpx.TimeoutException:
                 seen.hung.append(url)
         await asyncio.sleep(0.2)
@@ -96,6 +100,15 @@ async def cli_runs(env: dict[str, str], conversation: str, seen: Seen, until: as
             command = [sys.executable, "-m", "threadline", "--json", *args]
             run = subprocess.run
             seen.runs.append(await asyncio.to_thread(run, command, env=env, capture_output=True, text=True, timeout=60))
+
+
+async def answered_in(seen: Seen, conversations: list[str]) -> None:
+    """Wait until a send was answered in each of `conversations`, and the next ones wait for theirs."""
+    deadline = asyncio.get_running_loop().time() + 60
+    while not set(conversations) <= seen.answered:
+        assert asyncio.get_running_loop().time() < deadline, "the surfaces never answered before the kill"
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(DELAY_S / 2)
 
 
 async def killed_and_restarted(server: DevServer, data: Path, port: int) -> DevServer:
@@ -171,7 +184,7 @@ async def test_every_surface_answers_coded_errors_through_a_server_kill(
                 cli_runs(cli_env(own), f"{cid}-cli", seen, until),
             ]
             using = asyncio.gather(*users)
-            await asyncio.sleep(BEFORE_S)
+            await answered_in(seen, [*(f"{cid}-py{i}" for i in range(4)), *(f"{cid}-http{i}" for i in range(2))])
             server = await killed_and_restarted(server, data, port)
             await asyncio.sleep(AFTER_S)
             until.set()

@@ -67,6 +67,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 
     out = Output.for_stdout(json=getattr(args, "json", False))
     logs.configure("info" if args.command in {"dev", "worker", "serve"} else "warning")
+    _core_logs_to_stderr()
     command: Command = args.run
     try:
         return asyncio.run(_closing(command(args, out)))
@@ -77,6 +78,17 @@ def run(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return 1
+
+
+def _core_logs_to_stderr() -> None:
+    """Send the Temporal SDK core's own log lines (its retries while a server is down) through the
+    logging `core.logs` set up, to stderr: printed on stdout they broke `--json` output."""
+    import logging
+
+    from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig
+
+    forwarded = LoggingConfig(LoggingConfig.default.filter, LogForwardingConfig(logging.getLogger("temporalio.core")))
+    Runtime.set_default(Runtime(telemetry=TelemetryConfig(logging=forwarded)), error_if_already_set=False)
 
 
 async def _closing(running: Coroutine[Any, Any, int]) -> int:
