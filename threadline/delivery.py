@@ -64,20 +64,25 @@ UPDATE_PATIENCE_S = 120.0
 ACCEPT_WAIT_S = 3.0
 """How long a send waits for a worker to accept it before it is kept as a signal and answered `Queued`.
 Time decides, not the task queue's list of pollers: Temporal lists a worker that died for minutes."""
+KEPT_PATIENCE_S = 30.0
+"""How long a caller that waits for a kept send's outcome (`deliver`, HTTP `wait`) waits for a worker
+to take it before it hears `Queued`: longer than a conversation takes to move from a dead worker to
+a live one (its sticky queue's 10 s, a started task's 10 s timeout)."""
 SETTLE_S = 1.0
 """How long a send that was not accepted waits for its start's own answer (so none goes unretrieved)."""
 U = TypeVar("U")
 
 
 class Queued(ThreadlineError):  # noqa: N818 - a state the caller is told, like `Waiting`
-    """A send no worker accepted within `ACCEPT_WAIT_S`: it is kept (a durable `turn` signal), queued,
-    and runs once a worker does. Code `server-unavailable`, retryable; `details` hold its `request_id`
-    and `state` (`queued`). Its outcome: `chat.outcome(request_id)`, or the same send (same request id)
-    again, which makes no second turn."""
+    """A send no worker took in time (`ACCEPT_WAIT_S` to be placed, `KEPT_PATIENCE_S` for a caller that
+    waits for its outcome): it is kept (a durable `turn` signal), queued, and runs once a worker does.
+    Code `server-unavailable`, retryable; `details` hold its `request_id` and `state` (`queued`). Its
+    outcome: `chat.outcome(request_id)`, or the same send (same request id) again, which makes no
+    second turn."""
 
     def __init__(self, request_id: str, task_queue: str) -> None:
         message = (
-            f"no worker took the send within {ACCEPT_WAIT_S:g} s (task queue {task_queue!r}): it is kept and "
+            f"no worker took the send yet (task queue {task_queue!r}): it is kept and "
             f"runs once a worker does (`threadline worker`); send again with request id {request_id} for its answer"
         )
         super().__init__(ErrorCode.SERVER_UNAVAILABLE, message, retryable=True, request_id=request_id, state="queued")
@@ -146,7 +151,9 @@ class Delivery:
 
         That update is durable only once a worker accepted it; when none does within `ACCEPT_WAIT_S`
         (no worker, a dead one Temporal still lists, a workflow task that keeps failing, an overloaded
-        server), the send goes as a signal, durable at once, and the caller hears `Queued`. The
+        server), the send goes as a signal, durable at once. `place` then answers `Queued` at once;
+        `send`, whose caller waits for the outcome, asks `wait` until a worker takes it, and answers
+        `Queued` when none did within `KEPT_PATIENCE_S` (at once when no worker polls at all). The
         workflow queues a request id once, so a late acceptance of the first attempt, or the same send
         again, places nothing twice.
 
@@ -173,7 +180,9 @@ class Delivery:
             with contextlib.suppress(Exception):  # settled by now: take its error, so none goes unretrieved
                 await asyncio.wait_for(start.workflow_handle(), SETTLE_S)
             await self._keep(send)
-            raise Queued(send.request_id, self.tl.settings.task_queue) from None
+            if name != "send":
+                raise Queued(send.request_id, self.tl.settings.task_queue) from None
+            return await self.update("wait", send.request_id, answer, kept=KEPT_PATIENCE_S)
         try:
             with crossing():
                 result: U = await accepted.result()
@@ -210,16 +219,18 @@ class Delivery:
         """Wait for how the send `request_id` ended."""
         return await self.update("wait", request_id, TurnOutcome)
 
-    async def update(self, name: str, request_id: str, answer: type[U]) -> U:
+    async def update(self, name: str, request_id: str, answer: type[U], *, kept: float | None = None) -> U:
         """Ask the workflow `name` for `request_id`.
 
         A send is durable before this is asked, so two waits end early with a coded error instead of
         hanging: no worker polls the task queue (`server-unavailable` within `ACCEPT_WAIT_S`), or the
         workflow task keeps failing (a worker with the wrong store took it, a deploy is half done),
         during which Temporal refuses updates, asked again for `UPDATE_PATIENCE_S` (as when the
-        conversation has Temporal's 10 updates in flight already).
+        conversation has Temporal's 10 updates in flight already). For a send just kept (`kept`
+        seconds of patience), no worker taking the question within them is `Queued`.
         """
         handle, pause, deadline = await self.workflow(), 0.1, time.monotonic() + UPDATE_PATIENCE_S
+        patience = None if kept is None else time.monotonic() + kept
         # One id for this question, kept when it is asked again after a timeout (not a second update);
         # another question about the same send (after it waited for a person) is a new one.
         update_id = f"{name}/{request_id}/{uuid7()}"
@@ -238,9 +249,12 @@ class Delivery:
                 return result
             except Unreached as err:
                 if err.status == TIMED_OUT:
-                    if await self._nobody_polls():
+                    nobody = await self._nobody_polls()
+                    if patience is not None and (nobody or time.monotonic() > patience):
+                        raise Queued(request_id, self.tl.settings.task_queue) from None
+                    if nobody:
                         raise _no_worker(self.tl.settings.task_queue) from None
-                    continue  # a worker is listed, perhaps only busy: keep waiting
+                    continue  # a worker is listed, perhaps only busy (or dead: Temporal lists it for minutes)
                 if err.status not in ASK_AGAIN or time.monotonic() > deadline:
                     raise
             await asyncio.sleep(pause)

@@ -51,10 +51,10 @@ async def queued_over_http(http: httpx.AsyncClient, cid: str, rid: str) -> float
 
 
 async def queued_in_python(tl: Threadline, cid: str, rid: str) -> float:
-    """`deliver` of a send that no worker takes raises `Queued` (kept), within the promise."""
+    """`send` of a send that no worker takes raises `Queued` (kept), within the promise."""
     started = time.monotonic()
     with pytest.raises(ThreadlineError) as kept:
-        await tl.conversation("tutor", id=cid).deliver("while no worker runs", request_id=rid)
+        await tl.conversation("tutor", id=cid).send("while no worker runs", request_id=rid)
     seconds = time.monotonic() - started
     assert ("Queued", ErrorCode.SERVER_UNAVAILABLE, True) == (
         type(kept.value).__name__,
