@@ -11,7 +11,6 @@ workflow settles the store's identity and the search attributes in it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
@@ -104,6 +103,17 @@ def _signal_of(send: TurnSend | StopSend) -> str:
     return "turn" if send.flow is None else "flow"
 
 
+async def _settled(start: WithStartWorkflowOperation[Any, Any]) -> None:
+    """Take the outcome of an update-with-start's start, so no error of it goes unretrieved (one cut
+    short by the deadline holds a cancellation, which must not cancel the caller)."""
+    taken = asyncio.ensure_future(start.workflow_handle())
+    await asyncio.wait({taken}, timeout=SETTLE_S)
+    if not taken.done():
+        taken.cancel()
+    elif not taken.cancelled():
+        taken.exception()
+
+
 class Delivery:
     """Sends, stops and questions to one conversation's workflow."""
 
@@ -166,23 +176,22 @@ class Delivery:
         await self.workflow()  # connects, and settles the store identity and attributes in the config
         start = self.start_operation()
         try:
+            # The SDK asks again while Temporal answers "admitted, not accepted yet", each time with the
+            # RPC timeout: only a deadline over the whole call bounds it.
             with crossing():
-                accepted = await self.tl.client.start_update_with_start_workflow(
-                    name,
-                    send,
-                    start_workflow_operation=start,
-                    id=f"{name}/{send.request_id}/{uuid7()}",
-                    wait_for_stage=WorkflowUpdateStage.ACCEPTED,
-                    result_type=answer,
-                    rpc_timeout=timedelta(seconds=ACCEPT_WAIT_S),
-                )
+                async with asyncio.timeout(ACCEPT_WAIT_S):
+                    accepted = await self.tl.client.start_update_with_start_workflow(
+                        name,
+                        send,
+                        start_workflow_operation=start,
+                        id=f"{name}/{send.request_id}/{uuid7()}",
+                        wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+                        result_type=answer,
+                        rpc_timeout=timedelta(seconds=ACCEPT_WAIT_S),
+                    )
         except Unreached:
-            with contextlib.suppress(Exception):  # settled by now: take its error, so none goes unretrieved
-                await asyncio.wait_for(start.workflow_handle(), SETTLE_S)
-            await self._keep(send)
-            if name != "send":
-                raise Queued(send.request_id, self.tl.settings.task_queue) from None
-            return await self.update("wait", send.request_id, answer, kept=KEPT_PATIENCE_S)
+            await _settled(start)
+            return await self._kept(name, send, answer)
         try:
             with crossing():
                 result: U = await accepted.result()
@@ -194,8 +203,9 @@ class Delivery:
             raise Unreached(message, status=err.status) from None
         return result
 
-    async def _keep(self, send: TurnSend) -> None:
-        """Signal `send`, so it is durable whatever became of the update that carried it."""
+    async def _kept(self, name: str, send: TurnSend, answer: type[U]) -> U:
+        """Keep `send`, which no worker accepted in time, as a signal (durable whatever became of the
+        update that carried it); then `Queued`, or for `send` the outcome once a worker takes it."""
         try:
             await self.signal(send)
         except Unreached as err:
@@ -204,6 +214,9 @@ class Delivery:
                 f"send it again with request id {send.request_id}"
             )
             raise Unreached(message, status=err.status) from None
+        if name != "send":
+            raise Queued(send.request_id, self.tl.settings.task_queue)
+        return await self.update("wait", send.request_id, answer, kept=KEPT_PATIENCE_S)
 
     async def update_with_start(self, name: str, arg: Any, answer: type[U]) -> U:
         """Ask the update `name` with `arg`, starting the workflow first when it is not open (a closed
