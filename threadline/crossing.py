@@ -72,8 +72,10 @@ def error_of(err: BaseException) -> ThreadlineError:
         return ThreadlineError(ErrorCode.INVALID_REQUEST, "a workflow with that id runs already; choose another id")
     if isinstance(err, WorkflowFailureError):
         return from_failure(err.cause)
-    if isinstance(err, WorkflowContinuedAsNewError | WorkflowQueryRejectedError | WorkflowQueryFailedError):
+    if isinstance(err, WorkflowContinuedAsNewError | WorkflowQueryRejectedError):
         return ThreadlineError(ErrorCode.TURN_STATE, "the workflow moved on before it answered; ask again")
+    if isinstance(err, WorkflowQueryFailedError):
+        return ThreadlineError(ErrorCode.INTERNAL, "the workflow's query failed; the worker log has the details")
     if isinstance(err, ConnectionError):
         return Unreached("Temporal cannot be reached; retry when it is back", status=RPCStatusCode.UNAVAILABLE.name)
     if isinstance(err, WorkflowUpdateFailedError | TemporalError):
