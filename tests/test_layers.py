@@ -107,6 +107,35 @@ def test_store_parts_import_only_parts_below_them(name: str) -> None:
     assert [] == upward
 
 
+CROSSING = "threadline.crossing"
+"""The one module of the public face that reads what Temporal's SDK raises (docs/errors.md)."""
+
+
+def temporal_errors(path: Path) -> list[str]:
+    """The error types of Temporal's SDK that `path` imports (RPCError and its statuses, any *Error)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("temporalio"):
+            found += [
+                f"{node.module}.{alias.name}"
+                for alias in node.names
+                if node.module == "temporalio.service" or alias.name.endswith("Error")
+            ]
+        elif isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if alias.name == "temporalio.service"]
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(n for n in GRAPH if layer(n) == "threadline" and n != CROSSING))
+def test_only_the_crossing_reads_what_temporal_raises(name: str) -> None:
+    """Every call into Temporal from the public face crosses `threadline.crossing`, which turns what
+    the SDK raises into coded errors: no other module imports the SDK's error types to catch one
+    itself (and perhaps let another through raw)."""
+    path = next(path for module, path in modules() if module == name)
+
+    assert [] == temporal_errors(path)
+
+
 def test_only_the_serving_commands_import_the_composition_root() -> None:
     """worker.py is on top: the CLI's serving commands reach it through one narrow function."""
     importers = {

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from .acting import Cancelled, LiveTurn, Waiting
     from .client import Conversation, Threadline, connect
+    from .delivery import Queued
     from .evaluation import Evaluation, evaluate
     from .guided import Reply
     from .learning import rated, train_test
@@ -65,6 +66,7 @@ __all__ = [
     "Metric",
     "Piece",
     "Program",
+    "Queued",
     "Reply",
     "SendOptions",
     "Settings",
@@ -102,6 +104,7 @@ _HOMES = {
     "store.programs.tools": ("Tool", "tool"),
     ".acting": ("Cancelled", "LiveTurn", "Waiting"),
     ".client": ("Conversation", "Threadline", "connect"),
+    ".delivery": ("Queued",),
     ".evaluation": ("Evaluation", "evaluate"),
     ".guided": ("Reply",),
     ".learning": ("rated", "train_test"),

@@ -23,14 +23,13 @@ from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowHandle
-from temporalio.service import RPCError
 
 from activities.plan import rule_of
 from core.errors import ErrorCode, ThreadlineError
 from core.limits import check_config
 from core.models import Begun, RenderResult, TurnOutcome, TurnSend
 from core.settings import Settings
-from core.temporal import connect_temporal, from_failure, workflow_id
+from core.temporal import connect_temporal, workflow_id
 from store.backends.base import check_id
 from store.backends.blobs import FolderBlobs, open_blobs
 from store.backends.opening import StoreSet
@@ -43,6 +42,7 @@ from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 from . import closing, learning
 from .acting import LiveTurn
 from .closing import Closing
+from .crossing import Unreached, crossing
 from .guided import FlowMethods
 from .handle import finished
 from .listing import Listing
@@ -70,8 +70,12 @@ async def _registered(client: Client, namespace: str) -> bool:
     from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 
     try:
-        found = await client.operator_service.list_search_attributes(ListSearchAttributesRequest(namespace=namespace))
-    except RPCError:
+        with crossing():
+            request = ListSearchAttributesRequest(namespace=namespace)
+            found = await client.operator_service.list_search_attributes(request)
+    except Unreached:
+        raise  # asked again by the next call that needs Temporal
+    except ThreadlineError:
         return False
     return all(key.name in found.custom_attributes for key in SEARCH_ATTRIBUTE_KEYS)
 
@@ -106,7 +110,8 @@ class Threadline(Listing):
         """The Temporal client, connected on first use (and Threadline's search attributes looked up)."""
         if self._client is None:
             self._blobs = open_blobs(self.settings)
-            self._client = await connect_temporal(self.settings, self._blobs)
+            with crossing():
+                self._client = await connect_temporal(self.settings, self._blobs)
         if self.search_attributes is None:
             self.search_attributes = await _registered(self._client, self.settings.namespace)
         return self._client
@@ -124,10 +129,8 @@ class Threadline(Listing):
         query = DescribeTaskQueueRequest(
             namespace=self.client.namespace, task_queue=queue, task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW
         )
-        try:
+        with crossing():
             found = await self.client.workflow_service.describe_task_queue(query, timeout=timedelta(seconds=2))
-        except RPCError as err:
-            raise from_failure(err) from None
         return bool(found.pollers)
 
     def log(self, store: str, conversation: str) -> ConversationLog:

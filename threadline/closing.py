@@ -9,14 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.client import WorkflowHandle
 
 from core.errors import ErrorCode, ThreadlineError
 from core.models import StopSend
-from core.temporal import from_failure
 from store.log.state import Log
 
+from .crossing import crossing
 from .delivery import Delivery
 from .reading import find_turn
 
@@ -38,38 +37,30 @@ async def stop(delivery: Delivery, log: Log, turn: str | None) -> None:
     if log.n:
         await delivery.signal(StopSend(turn=turn))
         return
-    try:  # nothing recorded yet: only an open workflow can hold queued sends
-        await (await delivery.workflow()).signal("stop", StopSend(turn=turn))
-    except RPCError as err:
-        raise from_failure(err) from None
+    handle = await delivery.workflow()
+    with crossing():  # nothing recorded yet: only an open workflow can hold queued sends
+        await handle.signal("stop", StopSend(turn=turn))
 
 
 async def close(delivery: Delivery, log: Log) -> Closing:
     """Close the workflow of the conversation whose log is `log`; see `Conversation.close`."""
     handle = await delivery.workflow()
-    try:
-        running = (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
-    except RPCError as err:
-        if err.status != RPCStatusCode.NOT_FOUND:
-            raise from_failure(err) from None
-        running = False  # never started, or its history is past retention
-    if not running:
+    if not await delivery.is_open():
         if not log.n:
             raise ThreadlineError(ErrorCode.CONVERSATION_NOT_FOUND, f"conversation {delivery.id} has no records")
         return Closing(was_open=False)
     if not await delivery.tl.workers_poll():
         await _terminate(handle)
         return Closing(was_open=True, forced=True)
-    try:
+    with crossing():
         answered = await handle.execute_update("close", result_type=int)
-    except (WorkflowUpdateFailedError, RPCError) as err:
-        raise from_failure(err) from None
     return Closing(was_open=True, answered=answered)
 
 
 async def _terminate(handle: WorkflowHandle[Any, Any]) -> None:
     try:
-        await handle.terminate(reason="closed while no worker ran; its records stay and a new turn reopens it")
-    except RPCError as err:
-        if err.status != RPCStatusCode.NOT_FOUND:  # it closed on its own meanwhile
-            raise from_failure(err) from None
+        with crossing():
+            await handle.terminate(reason="closed while no worker ran; its records stay and a new turn reopens it")
+    except ThreadlineError as err:
+        if err.code != ErrorCode.CONVERSATION_NOT_FOUND:  # else it closed on its own meanwhile
+            raise

@@ -2,15 +2,15 @@
 
 A send and the wait for its answer (or for its placed turn) are one update-with-start (`send`,
 `place`); when no worker accepts it within `ACCEPT_WAIT_S`, the send goes as a `turn` signal with
-signal-with-start (durable even while no worker runs) and the `wait` or `begun` update asks about
-it. A `threadline.client.Conversation` holds one `Delivery`, which also holds its config: reaching
-the workflow settles the store's identity and the search attributes in it.
+signal-with-start (durable even while no worker runs) and the caller hears `Queued`; the `wait`
+update asks about it later. Every call into Temporal crosses `threadline.crossing`. A
+`threadline.client.Conversation` holds one `Delivery`, which also holds its config: reaching the
+workflow settles the store's identity and the search attributes in it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
@@ -18,23 +18,23 @@ from typing import Any, Protocol, TypeVar
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
+    WorkflowExecutionStatus,
     WorkflowHandle,
-    WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
-from temporalio.service import RPCError, RPCStatusCode
 
 from core.errors import ErrorCode, ThreadlineError
 from core.limits import check_send
 from core.models import ConversationConfig, ConversationState, StopSend, TurnOutcome, TurnSend
 from core.settings import Settings
-from core.temporal import from_failure, workflow_id
+from core.temporal import workflow_id
 from store.backends.reader import LogCache
 from store.records import uuid7
 from workflows.attributes import CONVERSATION_KEY, PROGRAM_KEY, STORE_KEY, UPDATED_KEY
 from workflows.conversation import ConversationWorkflow
+
+from .crossing import ASK_AGAIN, TIMED_OUT, Unreached, crossing
 
 
 class Connection(Protocol):
@@ -61,13 +61,31 @@ class Connection(Protocol):
 UPDATE_PATIENCE_S = 120.0
 """How long a caller keeps asking while the conversation's workflow task is failing."""
 ACCEPT_WAIT_S = 3.0
-"""How long a caller waits for a worker to take its question before it checks any worker polls."""
+"""How long a send waits for a worker to accept it before it is kept as a signal and answered `Queued`.
+Time decides, not the task queue's list of pollers: Temporal lists a worker that died for minutes."""
+KEPT_PATIENCE_S = 30.0
+"""How long a caller that waits for a kept send's outcome (`deliver`, HTTP `wait`) waits for a worker
+to take it before it hears `Queued`: longer than a conversation takes to move from a dead worker to
+a live one (its sticky queue's 10 s, a started task's 10 s timeout)."""
+SETTLE_S = 1.0
+"""How long a send that was not accepted waits for its start's own answer (so none goes unretrieved)."""
 U = TypeVar("U")
 
 
-_ASK_AGAIN = (RPCStatusCode.FAILED_PRECONDITION, RPCStatusCode.RESOURCE_EXHAUSTED)
-"""Refusals of an update that pass: a workflow task failing for a while, or the 10 updates in flight
-that Temporal allows per workflow (each ends with its turn)."""
+class Queued(ThreadlineError):  # noqa: N818 - a state the caller is told, like `Waiting`
+    """A send no worker took in time (`ACCEPT_WAIT_S` to be placed, `KEPT_PATIENCE_S` for a caller that
+    waits for its outcome): it is kept (a durable `turn` signal), queued, and runs once a worker does.
+    Code `server-unavailable`, retryable; `details` hold its `request_id` and `state` (`queued`). Its
+    outcome: `chat.outcome(request_id)`, or the same send (same request id) again, which makes no
+    second turn."""
+
+    def __init__(self, request_id: str, task_queue: str) -> None:
+        message = (
+            f"no worker took the send yet (task queue {task_queue!r}): it is kept and "
+            f"runs once a worker does (`threadline worker`); send again with request id {request_id} for its answer"
+        )
+        super().__init__(ErrorCode.SERVER_UNAVAILABLE, message, retryable=True, request_id=request_id, state="queued")
+        self.request_id = request_id
 
 
 def _no_worker(task_queue: str) -> ThreadlineError:
@@ -83,6 +101,17 @@ def _signal_of(send: TurnSend | StopSend) -> str:
     if isinstance(send, StopSend):
         return "stop"
     return "turn" if send.flow is None else "flow"
+
+
+async def _settled(start: WithStartWorkflowOperation[Any, Any]) -> None:
+    """Take the outcome of an update-with-start's start, so no error of it goes unretrieved (one cut
+    short by the deadline holds a cancellation, which must not cancel the caller)."""
+    taken = asyncio.ensure_future(start.workflow_handle())
+    await asyncio.wait({taken}, timeout=SETTLE_S)
+    if not taken.done():
+        taken.cancel()
+    elif not taken.cancelled():
+        taken.exception()
 
 
 class Delivery:
@@ -115,7 +144,7 @@ class Delivery:
         """Deliver a `turn` or `stop` with signal-with-start (the conversation reopens if it had closed)."""
         await self.workflow()  # connects, and settles the search attributes in the config
         client, config = self.tl.client, self.config
-        try:
+        with crossing():
             await client.start_workflow(
                 ConversationWorkflow.run,
                 ConversationState(config=config),
@@ -126,97 +155,135 @@ class Delivery:
                 static_summary=self._summary(),
                 search_attributes=self._attributes(),
             )
-        except RPCError as err:
-            raise from_failure(err) from None
 
     async def ask(self, name: str, send: TurnSend, answer: type[U]) -> U:
         """Deliver `send` and ask the update `name` about it in one round trip (update-with-start).
 
         That update is durable only once a worker accepted it; when none does within `ACCEPT_WAIT_S`
-        (no worker, a workflow task that keeps failing, an overloaded server), the send goes as a
-        signal, durable at once, and is asked about as any other. The workflow queues a request id
-        once, so a late acceptance of the first attempt places nothing twice.
+        (no worker, a dead one Temporal still lists, a workflow task that keeps failing, an overloaded
+        server), the send goes as a signal, durable at once. `place` then answers `Queued` at once;
+        `send`, whose caller waits for the outcome, asks `wait` until a worker takes it, and answers
+        `Queued` when none did within `KEPT_PATIENCE_S` (at once when no worker polls at all). The
+        workflow queues a request id once, so a late acceptance of the first attempt, or the same send
+        again, places nothing twice.
+
+        Raises:
+            Queued: the send is kept and no worker took it yet.
+            Unreached: Temporal did not answer (the send may not be kept: send it again).
+            ThreadlineError: the coded refusal of the send.
         """
         check_send(send)  # a flow's or a merge's names too, before anything is sent
         await self.workflow()  # connects, and settles the store identity and attributes in the config
         start = self.start_operation()
         try:
-            accepted = await self.tl.client.start_update_with_start_workflow(
-                name,
-                send,
-                start_workflow_operation=start,
-                id=f"{name}/{send.request_id}/{uuid7()}",
-                wait_for_stage=WorkflowUpdateStage.ACCEPTED,
-                result_type=answer,
-                rpc_timeout=timedelta(seconds=ACCEPT_WAIT_S),
-            )
-        except WorkflowUpdateFailedError as err:
-            raise from_failure(err) from None
-        except (WorkflowUpdateRPCTimeoutOrCancelledError, RPCError) as err:
-            with contextlib.suppress(Exception):
-                await start.workflow_handle()  # settled by now: take its error, so none goes unretrieved
-            await self.signal(send)  # durable now, whatever becomes of the first attempt
-            if isinstance(err, WorkflowUpdateRPCTimeoutOrCancelledError) and await self._nobody_polls():
-                raise _no_worker(self.tl.settings.task_queue) from None
-            return await self.update("wait" if name == "send" else "begun", send.request_id, answer)
+            # The SDK asks again while Temporal answers "admitted, not accepted yet", each time with the
+            # RPC timeout: only a deadline over the whole call bounds it.
+            with crossing():
+                async with asyncio.timeout(ACCEPT_WAIT_S):
+                    accepted = await self.tl.client.start_update_with_start_workflow(
+                        name,
+                        send,
+                        start_workflow_operation=start,
+                        id=f"{name}/{send.request_id}/{uuid7()}",
+                        wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+                        result_type=answer,
+                        rpc_timeout=timedelta(seconds=ACCEPT_WAIT_S),
+                    )
+        except Unreached:
+            await _settled(start)
+            return await self._kept(name, send, answer)
         try:
-            result: U = await accepted.result()
-        except WorkflowUpdateFailedError as err:
-            raise from_failure(err) from None
+            with crossing():
+                result: U = await accepted.result()
+        except Unreached as err:
+            message = (
+                "Temporal stopped answering after a worker took the send: it is kept; "
+                f"send again with request id {send.request_id} for its answer"
+            )
+            raise Unreached(message, status=err.status) from None
         return result
+
+    async def _kept(self, name: str, send: TurnSend, answer: type[U]) -> U:
+        """Keep `send`, which no worker accepted in time, as a signal (durable whatever became of the
+        update that carried it); then `Queued`, or for `send` the outcome once a worker takes it."""
+        try:
+            await self.signal(send)
+        except Unreached as err:
+            message = (
+                "Temporal cannot be reached, so the send may not be kept; "
+                f"send it again with request id {send.request_id}"
+            )
+            raise Unreached(message, status=err.status) from None
+        if name != "send":
+            raise Queued(send.request_id, self.tl.settings.task_queue)
+        return await self.update("wait", send.request_id, answer, kept=KEPT_PATIENCE_S)
 
     async def update_with_start(self, name: str, arg: Any, answer: type[U]) -> U:
         """Ask the update `name` with `arg`, starting the workflow first when it is not open (a closed
         conversation reopens, rebuilt from its log)."""
         await self.workflow()  # connects, and settles the store identity and attributes in the config
-        try:
+        with crossing():
             result: U = await self.tl.client.execute_update_with_start_workflow(
                 name, arg, start_workflow_operation=self.start_operation(), result_type=answer
             )
-        except (WorkflowUpdateFailedError, RPCError) as err:
-            raise from_failure(err) from None
         return result
 
     async def outcome(self, request_id: str) -> TurnOutcome:
         """Wait for how the send `request_id` ended."""
         return await self.update("wait", request_id, TurnOutcome)
 
-    async def update(self, name: str, request_id: str, answer: type[U]) -> U:
+    async def update(self, name: str, request_id: str, answer: type[U], *, kept: float | None = None) -> U:
         """Ask the workflow `name` for `request_id`.
 
         A send is durable before this is asked, so two waits end early with a coded error instead of
         hanging: no worker polls the task queue (`server-unavailable` within `ACCEPT_WAIT_S`), or the
         workflow task keeps failing (a worker with the wrong store took it, a deploy is half done),
         during which Temporal refuses updates, asked again for `UPDATE_PATIENCE_S` (as when the
-        conversation has Temporal's 10 updates in flight already).
+        conversation has Temporal's 10 updates in flight already). For a send just kept (`kept`
+        seconds of patience), no worker taking the question within them is `Queued`.
         """
         handle, pause, deadline = await self.workflow(), 0.1, time.monotonic() + UPDATE_PATIENCE_S
+        patience = None if kept is None else time.monotonic() + kept
         # One id for this question, kept when it is asked again after a timeout (not a second update);
         # another question about the same send (after it waited for a person) is a new one.
         update_id = f"{name}/{request_id}/{uuid7()}"
         while True:
             try:
-                accepted = await handle.start_update(
-                    name,
-                    request_id,
-                    id=update_id,
-                    wait_for_stage=WorkflowUpdateStage.ACCEPTED,
-                    result_type=answer,
-                    rpc_timeout=timedelta(seconds=ACCEPT_WAIT_S),
-                )
-                result: U = await accepted.result()
+                with crossing():
+                    accepted = await handle.start_update(
+                        name,
+                        request_id,
+                        id=update_id,
+                        wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+                        result_type=answer,
+                        rpc_timeout=timedelta(seconds=ACCEPT_WAIT_S),
+                    )
+                    result: U = await accepted.result()
                 return result
-            except WorkflowUpdateRPCTimeoutOrCancelledError:
-                if await self._nobody_polls():
-                    raise _no_worker(self.tl.settings.task_queue) from None
-                continue  # a worker is there, only busy: keep waiting
-            except RPCError as err:
-                if err.status not in _ASK_AGAIN or time.monotonic() > deadline:
-                    raise from_failure(err) from None
-            except WorkflowUpdateFailedError as err:
-                raise from_failure(err) from None
+            except Unreached as err:
+                if err.status == TIMED_OUT:
+                    nobody = await self._nobody_polls()
+                    if patience is not None and (nobody or time.monotonic() > patience):
+                        raise Queued(request_id, self.tl.settings.task_queue) from None
+                    if nobody:
+                        raise _no_worker(self.tl.settings.task_queue) from None
+                    continue  # a worker is listed, perhaps only busy (or dead: Temporal lists it for minutes)
+                if err.status not in ASK_AGAIN or time.monotonic() > deadline:
+                    raise
             await asyncio.sleep(pause)
             pause = min(pause * 2, 2.0)
+
+    async def is_open(self) -> bool:
+        """Whether the conversation's workflow runs now (not when it never started, closed, or its
+        history is past retention)."""
+        handle = await self.workflow()
+        try:
+            with crossing():
+                return (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+        except ThreadlineError as err:
+            if err.code != ErrorCode.CONVERSATION_NOT_FOUND:
+                raise
+            return False
 
     async def _nobody_polls(self) -> bool:
         """Whether no worker polls the task queue; False when Temporal is too busy to tell in time (a

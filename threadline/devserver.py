@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -26,10 +26,11 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.common import SearchAttributeIndexedValueType
-from temporalio.service import RPCError
 
 from core.errors import ErrorCode, ThreadlineError
 from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
+
+from .crossing import SDK_ERROR, crossing
 
 _TYPE_NAMES = {
     SearchAttributeIndexedValueType.KEYWORD: "Keyword",
@@ -78,19 +79,28 @@ async def register_search_attributes(client: Client, namespace: str) -> None:
         ThreadlineError: `server-unavailable` when a name is taken by another type or the server refuses.
     """
     wanted = {key.name: IndexedValueType.ValueType(key.indexed_value_type) for key in SEARCH_ATTRIBUTE_KEYS}
-    try:
+    with _registering(namespace):
         request = ListSearchAttributesRequest(namespace=namespace)
         existing = (await client.operator_service.list_search_attributes(request)).custom_attributes
-        if clashing := [name for name, kind in wanted.items() if existing.get(name, kind) != kind]:
-            raise _unavailable(
-                f"Search attributes {', '.join(clashing)} exist with other types than Threadline needs; remove "
-                "them with `temporal operator search-attribute remove` or use a fresh data directory."
-            )
-        if missing := {name: kind for name, kind in wanted.items() if name not in existing}:
+    if clashing := [name for name, kind in wanted.items() if existing.get(name, kind) != kind]:
+        raise _unavailable(
+            f"Search attributes {', '.join(clashing)} exist with other types than Threadline needs; remove "
+            "them with `temporal operator search-attribute remove` or use a fresh data directory."
+        )
+    if missing := {name: kind for name, kind in wanted.items() if name not in existing}:
+        with _registering(namespace):
             add = AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
             await client.operator_service.add_search_attributes(add)
-    except RPCError as err:
-        raise _unavailable(f"Registering search attributes in {namespace!r} failed: {err.message}.") from err
+
+
+@contextlib.contextmanager
+def _registering(namespace: str) -> Iterator[None]:
+    """A call that registers search attributes: its failure is `server-unavailable` naming the namespace."""
+    try:
+        with crossing():
+            yield
+    except ThreadlineError as err:
+        raise _unavailable(f"Registering search attributes in {namespace!r} failed: {err.message}") from None
 
 
 class DevServer:
@@ -225,7 +235,7 @@ class DevServer:
             async with asyncio.timeout(self._start_timeout):
                 while process.poll() is None:
                     # Connection refused is the normal answer until the frontend listens.
-                    with contextlib.suppress(RuntimeError, RPCError):
+                    with contextlib.suppress(RuntimeError, SDK_ERROR):
                         return await Client.connect(self.address, namespace=self._namespace)
                     await asyncio.sleep(_POLL_INTERVAL)
         except TimeoutError:

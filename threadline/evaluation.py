@@ -19,13 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import WorkflowFailureError, WorkflowHandle
-from temporalio.service import RPCError
+from temporalio.client import WorkflowHandle
 
 from core.errors import ErrorCode, ThreadlineError
 from core.learning import EvaluationInput, EvaluationProgress, RowResult
 from core.settings import Settings
-from core.temporal import from_failure
 from store.calls.metrics import Metric
 from store.programs.program import Program
 from store.programs.shape import canonical_json
@@ -33,6 +31,7 @@ from store.records import uuid7
 from workflows.evaluation import EvaluationWorkflow
 
 from .client import Threadline, connect
+from .crossing import crossed, crossing
 from .report import report_text
 
 Progress = Callable[[EvaluationProgress], None]
@@ -90,18 +89,20 @@ async def evaluate(
         raise ThreadlineError(ErrorCode.INVALID_REQUEST, "the evaluation has no rows")
     job = EvaluationInput(program=name, rows=data, metric=metric_name, lm=lm, concurrency=concurrency)
     client = await tl.temporal()
-    handle = await client.start_workflow(
-        EvaluationWorkflow.run,
-        job,
-        id=id or evaluation_id(name),
-        task_queue=tl.settings.task_queue,
-        static_summary=f"evaluation of {name} on {len(data)} rows by {metric_name}",
-    )
+    with crossing():
+        handle = await client.start_workflow(
+            EvaluationWorkflow.run,
+            job,
+            id=id or evaluation_id(name),
+            task_queue=tl.settings.task_queue,
+            static_summary=f"evaluation of {name} on {len(data)} rows by {metric_name}",
+        )
     results = await follow(handle, on_progress)
     known = tl.programs().get(name)
     return Evaluation(name, metric_name, data, results, answer=known.answer if known else "result")
 
 
+@crossed
 async def follow(handle: WorkflowHandle[Any, list[RowResult]], on_progress: Progress | None) -> list[RowResult]:
     """Wait for an evaluation's results, reporting its progress meanwhile."""
     result = asyncio.ensure_future(handle.result())
@@ -109,16 +110,15 @@ async def follow(handle: WorkflowHandle[Any, list[RowResult]], on_progress: Prog
     try:
         while on_progress is not None and not result.done():
             try:
-                now = await handle.query(EvaluationWorkflow.progress)
-            except RPCError:
+                with crossing():
+                    now = await handle.query(EvaluationWorkflow.progress)
+            except ThreadlineError:
                 now = None  # not started on a worker yet
             if now is not None and now != last:
                 on_progress(now)
                 last = now
             await asyncio.wait({result}, timeout=POLL_S)
         return await result
-    except WorkflowFailureError as err:
-        raise from_failure(err.cause) from None
     finally:
         result.cancel()
 

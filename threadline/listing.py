@@ -22,11 +22,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
-from temporalio.service import RPCError
 
 from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings
-from core.temporal import from_failure
 from workflows.attributes import (
     CONVERSATION_KEY,
     FLOW_KEY,
@@ -37,6 +35,8 @@ from workflows.attributes import (
     TURNS_KEY,
     UPDATED_KEY,
 )
+
+from .crossing import crossing
 
 ListedState = Literal["running", "idle", "closed"]
 STATES: tuple[ListedState, ...] = ("running", "idle", "closed")
@@ -130,13 +130,11 @@ async def list_conversations(
     """
     if not 0 < limit <= MAX_LIMIT:
         raise ThreadlineError(ErrorCode.INVALID_REQUEST, f"limit must be from 1 to {MAX_LIMIT}")
-    try:
-        found = client.list_workflows(query, page_size=limit, next_page_token=_token(cursor))
+    token = _token(cursor)
+    with crossing():
+        found = client.list_workflows(query, page_size=limit, next_page_token=token)
         await found.fetch_next_page(page_size=limit)
-        rows = list(found.current_page or [])
-        rows = await _newest_runs(client, rows)
-    except RPCError as err:
-        raise from_failure(err) from None
+        rows = await _newest_runs(client, list(found.current_page or []))
     following = found.next_page_token
     return ConversationPage([info_of(row) for row in rows], _cursor(following) if following else None)
 

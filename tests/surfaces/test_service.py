@@ -127,7 +127,7 @@ async def test_a_placed_turn_streams_its_text_then_ends(http: httpx.AsyncClient,
     events = await read_events(http, f"/v1/conversations/{cid}/turns/{turn}/events")
 
     assert 202 == placed.status_code
-    assert {"turn": turn, "parent": None, "request_id": "r-1"} == placed.json()
+    assert {"turn": turn, "parent": None, "request_id": "r-1", "state": "placed"} == placed.json()
     assert f"/v1/conversations/{cid}/turns/{turn}?store=default" == placed.headers["location"]
     assert ("end", "done") == (events[-1][0], events[-1][2]["state"])
     assert events[-1][2]["result"] == texts(events)

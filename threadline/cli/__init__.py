@@ -62,23 +62,33 @@ def run(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     import asyncio
 
-    from temporalio.service import RPCError
-
     from core import logs
-    from core.temporal import from_failure
+    from threadline.crossing import SDK_ERROR, error_of
 
     out = Output.for_stdout(json=getattr(args, "json", False))
     logs.configure("info" if args.command in {"dev", "worker", "serve"} else "warning")
+    _core_logs_to_stderr()
     command: Command = args.run
     try:
         return asyncio.run(_closing(command(args, out)))
     except ThreadlineError as err:
         out.error(err)
-    except RPCError as err:
-        out.error(from_failure(err))
+    except SDK_ERROR as err:  # a call that missed `crossing` (none should): still a coded error
+        out.error(error_of(err))
     except KeyboardInterrupt:
         return 130
     return 1
+
+
+def _core_logs_to_stderr() -> None:
+    """Send the Temporal SDK core's own log lines (its retries while a server is down) through the
+    logging `core.logs` set up, to stderr: printed on stdout they broke `--json` output."""
+    import logging
+
+    from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig
+
+    forwarded = LoggingConfig(LoggingConfig.default.filter, LogForwardingConfig(logging.getLogger("temporalio.core")))
+    Runtime.set_default(Runtime(telemetry=TelemetryConfig(logging=forwarded)), error_if_already_set=False)
 
 
 async def _closing(running: Coroutine[Any, Any, int]) -> int:

@@ -117,9 +117,7 @@ class ChatSession:
 
     async def handle(self, line: str) -> bool:
         """Carry out one line: a command or a message. Return False when the chat should end."""
-        from temporalio.service import RPCError
-
-        from core.temporal import from_failure
+        from threadline.crossing import SDK_ERROR, error_of
 
         text = line.strip()
         name, _, arg = text.partition(" ")
@@ -134,8 +132,8 @@ class ChatSession:
                 await self.send(text[1:] if name.startswith("//") else text)
         except ThreadlineError as err:
             self.error(err)
-        except RPCError as err:
-            self.error(from_failure(err))
+        except SDK_ERROR as err:  # a call that missed `crossing` (none should): still a coded error
+            self.error(error_of(err))
         return True
 
     async def send(self, message: str) -> None:

@@ -25,7 +25,10 @@ MESSAGE is the program's input: for `tutor`, its `message`. For a program whose 
 a single text, give a JSON object of its inputs by name, e.g.
   threadline send quiz-1 '{"topic": "fractions", "level": 2}' --program quiz
 (programs come from THREADLINE_PROGRAMS). Exit status 1 when the turn did not end `done` (or wait
-for a person: then it lists what the turn asks; answer with `threadline approve`)."""
+for a person: then it lists what the turn asks; answer with `threadline approve`), and when no
+worker took the send within seconds: it is kept (`server-unavailable`, its request id in the
+message); the same command with `--request-id` again prints how it ended. With `--no-wait`, a kept
+send prints `queued` and its request id, and exits 0."""
 
 
 def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None:
@@ -114,14 +117,23 @@ def _add_acting(commands: Subcommands, common: argparse.ArgumentParser) -> None:
 
 
 async def run_send(args: argparse.Namespace, out: Output) -> int:
-    """Send a turn; print how it ended (or, with `--no-wait`, where it was placed)."""
+    """Send a turn; print how it ended (or, with `--no-wait`, where it was placed, or that it is queued)."""
+    from threadline.delivery import Queued
+
     settings = env_settings()
     inputs = message_inputs(args.message, args.program, settings)
     chat = await open_conversation(args, settings, sends=args.sends, **code_options(args))
     if args.from_turn:
         chat = chat.continue_from(args.from_turn)
     async with Progress.on_stderr() as progress:
-        handle = await chat.send(request_id=args.request_id, lm=args.lm, **inputs)
+        try:
+            handle = await chat.send(request_id=args.request_id, lm=args.lm, **inputs)
+        except Queued as kept:
+            if not args.no_wait:
+                raise  # exit 1 `server-unavailable`: the send is kept, its answer is not here
+            data = {"conversation": chat.id, "turn": None, "request_id": kept.request_id, "state": "queued"}
+            out.emit(data, output.fields([("queued", kept.request_id)]))
+            return 0
         if args.no_wait and handle.id is not None:
             data = {
                 "conversation": chat.id,

@@ -22,12 +22,11 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
-from temporalio.client import WorkflowUpdateFailedError
-from temporalio.service import RPCError
 
 from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings
 from threadline.client import Threadline, connect
+from threadline.crossing import SDK_ERROR
 
 from . import article, codec, openai_conversations, openai_responses
 from .learning import router as learning_router
@@ -170,7 +169,7 @@ def create_app(
 def guarded(app: FastAPI, config: ServiceSettings) -> FastAPI:
     """`app` behind the service's edge: coded error answers, the body limit, bearer keys, CORS for the
     configured origins, and one log line per request."""
-    for kind in (ThreadlineError, RequestValidationError, RPCError, WorkflowUpdateFailedError):
+    for kind in (ThreadlineError, RequestValidationError, SDK_ERROR):
         app.add_exception_handler(kind, on_error)
     app.add_exception_handler(HTTPException, on_http_error)
     app.add_middleware(BodyLimit, limits=config.limits)

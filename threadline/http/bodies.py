@@ -189,11 +189,28 @@ class ConversationState(BaseModel):
 
 
 class Placed(BaseModel):
-    """A placed turn: its id and parent are known before the model answers."""
+    """A send that was taken: placed (its turn's id and parent known before the model answers), or
+    `queued`: no worker took it within seconds, so it is kept and runs once one does (send it again
+    with the same `request_id`, with `wait`, for its outcome; that makes no second turn)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "turn": "0199a1b2-0000-7000-8000-000000000002",
+                    "parent": None,
+                    "request_id": "q-1",
+                    "state": "placed",
+                },
+                {"turn": None, "parent": None, "request_id": "q-2", "state": "queued"},
+            ]
+        }
+    )
 
     turn: str | None
     parent: str | None
     request_id: str
+    state: Literal["placed", "queued"] = "placed"
 
 
 class History(BaseModel):

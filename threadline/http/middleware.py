@@ -22,11 +22,9 @@ from fastapi.responses import JSONResponse
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from temporalio.client import WorkflowUpdateFailedError
-from temporalio.service import RPCError
 
 from core.errors import ErrorCode, ThreadlineError
-from core.temporal import from_failure
+from threadline.crossing import error_of
 
 from . import openai_errors
 from .limits import Limits, too_slow
@@ -72,14 +70,11 @@ def error_response(err: ThreadlineError, path: str = "") -> JSONResponse:
 
 
 def as_error(exc: Exception) -> ThreadlineError:
-    """`exc` as a coded error: ours as it is, Temporal's by `from_failure`, anything else `internal`."""
-    if isinstance(exc, ThreadlineError):
-        return exc
+    """`exc` as a coded error: ours as it is, a malformed body `invalid-request`, anything else as
+    `threadline.crossing` reads it (Temporal's errors by their codes, the rest `internal`)."""
     if isinstance(exc, RequestValidationError):
         return ThreadlineError(ErrorCode.INVALID_REQUEST, _describe(exc))
-    if isinstance(exc, RPCError | WorkflowUpdateFailedError):
-        return from_failure(exc)
-    return ThreadlineError(ErrorCode.INTERNAL, f"an unexpected {type(exc).__name__}; the service log has the details")
+    return error_of(exc)
 
 
 def _describe(exc: RequestValidationError) -> str:

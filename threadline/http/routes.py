@@ -14,8 +14,6 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Depends, Header, Query, Request, Response, Security
 from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPBearer
-from temporalio.client import WorkflowExecutionStatus
-from temporalio.service import RPCError, RPCStatusCode
 
 from activities.plan import rule_of
 from core.errors import ErrorCode, ThreadlineError
@@ -24,6 +22,7 @@ from core.temporal import workflow_id
 from store.backends.reader import now
 from store.log.state import Log
 from threadline.client import Conversation, Threadline
+from threadline.delivery import Queued
 from threadline.reading import MAX_PAGE, Turn, history, state_of, to_turn
 from threadline.transcript import DEFAULT_PROGRAM, article_view
 
@@ -71,13 +70,7 @@ async def _known(chat: Chat) -> Conversation:
     """The conversation, when it exists: it has records, or an open workflow (404 `conversation-not-found`)."""
     if (await _log(chat)).n:
         return chat
-    try:
-        open_now = (await chat.handle.describe()).status == WorkflowExecutionStatus.RUNNING
-    except RPCError as err:
-        if err.status != RPCStatusCode.NOT_FOUND:
-            raise
-        open_now = False
-    if not open_now:
+    if not await chat.delivery.is_open():
         raise ThreadlineError(ErrorCode.CONVERSATION_NOT_FOUND, f"conversation {chat.id} has no records or workflow")
     return chat
 
@@ -119,15 +112,21 @@ async def create_conversation(request: Request, body: m.CreateConversationReques
 
 @router.post("/{conversation_id}/turns", status_code=202, responses={200: {"model": TurnOutcome}})
 async def send_turn(chat: Chat, body: m.TurnRequest, response: Response) -> m.Placed | TurnOutcome:
-    """Send a turn: 202 once placed (its id known before the model answers), or 200 with its outcome (`wait`)."""
+    """Send a turn: 202 once placed (its id known before the model answers), or 200 with its outcome (`wait`);
+    202 `queued` when no worker took it within seconds (kept: it runs once one does; the same send again
+    with its `request_id` and `wait` answers its outcome)."""
     chat = chat.tl.conversation(
         body.program, chat.id, store=chat.config.store, sends=body.sends, context=body.context, **_code_settings(body)
     )
     target = chat.continue_from(body.continue_from) if body.continue_from else chat
-    if body.wait:
-        response.status_code = 200
-        return await _send(target.deliver, body)
-    placed = await _send(target.send, body)
+    try:
+        if body.wait:
+            response.status_code = 200
+            return await _send(target.deliver, body)
+        placed = await _send(target.send, body)
+    except Queued as kept:  # no worker took it in time: kept, and answered now rather than never
+        response.status_code = 202
+        return m.Placed(turn=None, parent=None, request_id=kept.request_id, state="queued")
     if placed.id is not None:
         response.headers["Location"] = f"/v1/conversations/{chat.id}/turns/{placed.id}?store={chat.config.store}"
     return m.Placed(turn=placed.id, parent=placed.parent, request_id=placed.request_id)
