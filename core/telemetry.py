@@ -31,10 +31,6 @@ if TYPE_CHECKING:
 
 logger = structlog.get_logger(__name__)
 
-CONTENT_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-"""The GenAI semantic conventions' switch for message content in spans (off unless `true`)."""
-ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-
 SECONDS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 """Histogram buckets of Threadline's latencies: a turn takes from tens of milliseconds to minutes."""
 HISTOGRAMS = (
@@ -59,7 +55,8 @@ def tracing_wanted(env: Mapping[str, str]) -> bool:
     """The environment asks for traces: an OTLP endpoint is named and the SDK is not disabled."""
     disabled = env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
     exporter_off = env.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none"
-    return any(env.get(name) for name in ENDPOINT_VARIABLES) and not disabled and not exporter_off
+    endpoint = env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    return bool(endpoint) and not disabled and not exporter_off
 
 
 def start(*, service: str, metrics_bind: str | None, env: Mapping[str, str] | None = None) -> None:
@@ -76,7 +73,8 @@ def start(*, service: str, metrics_bind: str | None, env: Mapping[str, str] | No
         logger.info("metrics.serving", address=metrics_bind)
     if tracing_wanted(env) and not _STATE.tracing:
         _STATE.tracing = _start_tracing(env.get("OTEL_SERVICE_NAME") or service)
-        _STATE.content = env.get(CONTENT_VARIABLE, "").strip().lower() == "true"
+        # The GenAI semantic conventions' switch for message content in spans (off unless `true`).
+        _STATE.content = env.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "").strip().lower() == "true"
 
 
 def _metrics_runtime(bind: str) -> Runtime:

@@ -25,6 +25,25 @@ with workflow.unsafe.imports_passed_through():
 
 TURNS = "threadline_turns"
 TURN_SECONDS = "threadline_turn_duration_seconds"
+WAITS = "threadline_approval_waits"
+WAIT_SECONDS = "threadline_approval_wait_seconds"
+
+
+def wait_began(program: str) -> None:
+    """Count a turn that began waiting for a person (waiting now: started minus ended)."""
+    waits = workflow.metric_meter().create_counter(WAITS, "Turns that began or ended waiting for a person.")
+    waits.add(1, {"program": program, "event": "started"})
+
+
+def wait_ended(program: str, seconds: float) -> None:
+    """Count a wait that ended (answered, resumed, abandoned, stopped, expired) and how long it was."""
+    meter = workflow.metric_meter()
+    meter.create_counter(WAITS, "Turns that began or ended waiting for a person.").add(
+        1, {"program": program, "event": "ended"}
+    )
+    meter.create_histogram_float(WAIT_SECONDS, "How long turns waited for a person.", "s").record(
+        seconds, {"program": program}
+    )
 
 
 class Observed:

@@ -45,7 +45,7 @@ def telemetry_env(receiver: Receiver, service: str, metrics_port: int, **more: s
 def worker(settings: Settings, log: Path, env: dict[str, str], *, delay: float = 0.0) -> WorkerProcess:
     """A worker process, started and polling."""
     process = WorkerProcess(settings, log, delay=delay, env=env)
-    process.wait_ready()
+    process.wait_ready(timeout=90)  # a loaded machine takes its time to import and connect
     return process
 
 
@@ -67,7 +67,7 @@ class ServiceProcess:
         self.process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=self._out, stderr=self._out)
         self.url = f"http://127.0.0.1:{self.port}"
 
-    def wait_ready(self, timeout: float = 30.0) -> None:
+    def wait_ready(self, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.process.poll() is None, "the service exited"
@@ -134,3 +134,10 @@ def descendants(spans: list[Span], root: Span) -> list[Span]:
             out.append(child)
             todo.append(child)
     return out
+
+
+def deployed_metrics() -> set[str]:
+    """The metric names the Grafana dashboard and the Prometheus alerts under deploy/ query."""
+    texts = [(ROOT / "deploy" / "grafana" / "dashboards" / "threadline.json").read_text()]
+    texts.append((ROOT / "deploy" / "prometheus" / "alerts.yml").read_text())
+    return {name for text in texts for name in re.findall(r"\b((?:threadline|temporal)_[a-z_]+)\b", text)}
