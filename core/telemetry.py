@@ -44,8 +44,10 @@ HISTOGRAMS = (
 class _State:
     runtime: Runtime | None = None
     tracing: bool = False
+    temporal_spans: bool = False
     content: bool = False
     instruments: dict[str, Any] = field(default_factory=dict)
+    tracers: dict[str, Tracer] = field(default_factory=dict)
 
 
 _STATE = _State()
@@ -73,6 +75,9 @@ def start(*, service: str, metrics_bind: str | None, env: Mapping[str, str] | No
         logger.info("metrics.serving", address=metrics_bind)
     if tracing_wanted(env) and not _STATE.tracing:
         _STATE.tracing = _start_tracing(env.get("OTEL_SERVICE_NAME") or service)
+        # Temporal's own spans (StartActivity, RunActivity, HandleUpdate, ...) cost a worker several
+        # spans a turn; without them the trace still crosses processes through the plugin's headers.
+        _STATE.temporal_spans = env.get("THREADLINE_TRACE_TEMPORAL", "").strip().lower() == "true"
         # The GenAI semantic conventions' switch for message content in spans (off unless `true`).
         _STATE.content = env.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "").strip().lower() == "true"
 
@@ -123,16 +128,19 @@ def plugins() -> list[SimplePlugin]:
         return []
     from temporalio.contrib.opentelemetry import OpenTelemetryPlugin
 
-    return [OpenTelemetryPlugin(add_temporal_spans=True)]
+    return [OpenTelemetryPlugin(add_temporal_spans=_STATE.temporal_spans)]
 
 
 def tracer(name: str) -> Tracer | None:
     """A tracer when traces are on, else None (callers then skip their spans at no cost)."""
     if not _STATE.tracing:
         return None
-    from opentelemetry import trace
+    made = _STATE.tracers.get(name)
+    if made is None:  # made once: a tracer is an object with its scope, not a lookup
+        from opentelemetry import trace
 
-    return trace.get_tracer(name)
+        made = _STATE.tracers[name] = trace.get_tracer(name)
+    return made
 
 
 def capture_content() -> bool:

@@ -53,6 +53,8 @@ class Observed:
         self._origins: dict[str, Any] = {}
         """The tracing context each send came in with, by request id (only while traces are on)."""
         self._parents: dict[str, str | None] = {}
+        self._instruments: dict[str, Any] = {}
+        """This run's metric instruments, made on first use (a replay-safe meter's, with the run's labels)."""
 
     def arrived(self, request_id: str) -> None:
         """Keep the caller's context of a send that just came (a signal's or an update's handler)."""
@@ -101,9 +103,8 @@ class Observed:
     ) -> None:
         """Count the turn by how it ended, time it (placed to ended), and put its end on its span."""
         labels = {"program": send.program or config.program, "state": outcome.state}
-        meter = workflow.metric_meter()
-        meter.create_counter(TURNS, "Turns ended, by program and how they ended.").add(1, labels)
-        meter.create_histogram_float(TURN_SECONDS, "How long turns took, placed to ended.", "s").record(seconds, labels)
+        self._counter(TURNS, "Turns ended, by program and how they ended.").add(1, labels)
+        self._histogram(TURN_SECONDS, "How long turns took, placed to ended.").record(seconds, labels)
         if span is not None:
             span.set_attribute("threadline.turn.state", outcome.state)
             if outcome.error is not None:
@@ -116,8 +117,17 @@ class Observed:
         """Count a send refused before it became a turn."""
         self._origins.pop(send.request_id, None)
         labels = {"program": send.program or config.program, "state": "refused"}
-        meter = workflow.metric_meter()
-        meter.create_counter(TURNS, "Turns ended, by program and how they ended.").add(1, labels)
+        self._counter(TURNS, "Turns ended, by program and how they ended.").add(1, labels)
+
+    def _counter(self, name: str, description: str) -> Any:
+        if name not in self._instruments:
+            self._instruments[name] = workflow.metric_meter().create_counter(name, description)
+        return self._instruments[name]
+
+    def _histogram(self, name: str, description: str) -> Any:
+        if name not in self._instruments:
+            self._instruments[name] = workflow.metric_meter().create_histogram_float(name, description, "s")
+        return self._instruments[name]
 
 
 @contextmanager

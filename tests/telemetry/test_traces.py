@@ -133,7 +133,8 @@ async def test_a_turn_resumed_after_kill_9_has_one_turn_span_and_a_chat_span_per
     again: the turn still has one span, and one `chat` span for the call that finished."""
     folder, first_log, second_log = settings.store_folder("default"), tmp_path / "first.log", tmp_path / "second.log"
     with Receiver() as receiver:
-        first = worker(settings, first_log, telemetry_env(receiver, "tl-worker", free_port()), delay=2.0)
+        env = telemetry_env(receiver, "tl-worker", free_port(), THREADLINE_TRACE_TEMPORAL="true")
+        first = worker(settings, first_log, env, delay=2.0)
         rid = uuid7()
         try:
             await tl.conversation("tutor", id=cid).signal(
@@ -142,7 +143,8 @@ async def test_a_turn_resumed_after_kill_9_has_one_turn_span_and_a_chat_span_per
             await _until_asked(first_log)
         finally:
             first.kill()
-        second = worker(settings, second_log, telemetry_env(receiver, "tl-worker", free_port()), delay=2.0)
+        env = telemetry_env(receiver, "tl-worker", free_port(), THREADLINE_TRACE_TEMPORAL="true")
+        second = worker(settings, second_log, env, delay=2.0)
         try:
             await until_ended(folder, cid, [rid])
             (turn,) = turn_spans(receiver, cid)
@@ -157,6 +159,10 @@ async def test_a_turn_resumed_after_kill_9_has_one_turn_span_and_a_chat_span_per
     assert (1, 1) == (model_requests(first_log, turn_id), model_requests(second_log, turn_id))
     assert 1 == len(_chats(spans, turn))
     assert turn.end_ns - turn.start_ns >= 2_000_000_000  # its real duration, from before the crash
+    traced = [s for s in spans if s.trace_id == turn.trace_id]
+    assert len(traced) == len({s.span_id for s in traced})  # Temporal's spans too: none twice
+    assert 1 == sum(s.name == "StartActivity:run_turn" for s in traced)
+    assert 1 == sum(s.name == "RunActivity:run_turn" for s in traced)  # the killed attempt's never ended
     assert [] == leaked(spans, MARKER, KEY)
 
 
