@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -111,6 +112,8 @@ async def test_a_turn_is_one_trace_from_the_http_request_to_its_end(
         assert turn.end_ns >= max(s.end_ns for s in below)
         assert all(s.trace_id == trace_id for s in below)
     assert [] == leaked(spans, MARKER, KEY)
+    asked = [e for e in running.events() if e.get("event") == "model.requested"]
+    assert sorted(t for t, _ in traces) == sorted({str(e["trace_id"]) for e in asked})  # log lines lead to traces
 
     assert 2 == sample(worker_metrics, "threadline_turns_total", program="shop", state="done")
     assert 2 == sample(worker_metrics, "threadline_turn_duration_seconds_count", program="shop")
@@ -229,3 +232,21 @@ async def test_message_content_is_in_spans_only_when_capture_is_on(
     assert (holding if capture == "true" else []) == sorted(leaked(receiver.received(), MARKER))
     assert [] == leaked(receiver.received(), KEY)
     assert chat.attributes["gen_ai.request.model"] == "offline"
+
+
+def test_without_traces_or_metrics_nothing_of_opentelemetry_loads(settings: Settings) -> None:
+    """A worker and the service with neither asked for import no OpenTelemetry of their own (FastAPI
+    may load its API) and add no plugin, runtime or tracer."""
+    script = (
+        "import sys, fastapi\n"
+        "loaded = {m for m in sys.modules if m.startswith('opentelemetry')}\n"
+        "from core import telemetry\n"
+        "import worker, threadline.http.app\n"
+        "telemetry.start(service='w', metrics_bind=None, env={})\n"
+        "assert telemetry.plugins() == [] and telemetry.runtime() is None and telemetry.tracer('x') is None\n"
+        "print(sorted(m for m in sys.modules if m.startswith('opentelemetry') and m not in loaded))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+    assert 0 == done.returncode, done.stderr
+    assert "[]" == done.stdout.strip()
