@@ -8,6 +8,7 @@ message text or key reaches a span or a metric unless content capture is on."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import subprocess
@@ -250,3 +251,31 @@ def test_without_traces_or_metrics_nothing_of_opentelemetry_loads(settings: Sett
 
     assert 0 == done.returncode, done.stderr
     assert "[]" == done.stdout.strip()
+
+
+def test_the_worker_command_serves_metrics_on_its_metrics_port(settings: Settings, tmp_path: Path) -> None:
+    """`threadline worker --metrics-port N` serves the SDK runtime's metrics on loopback port N."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "THREADLINE_TEMPORAL_ADDRESS": settings.address,
+        "THREADLINE_TASK_QUEUE": settings.task_queue,
+        "THREADLINE_DATA": str(settings.data),
+        "THREADLINE_PAYLOADS": str(settings.payloads_spec()),
+    }
+    command = [sys.executable, "-m", "threadline", "worker", "--metrics-port", str(port)]
+    with (tmp_path / "worker.log").open("wb") as out:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=out)
+        try:
+            deadline, text = time.monotonic() + 90, ""
+            while "temporal_num_pollers" not in text:
+                assert time.monotonic() < deadline, "no poller was ever counted on /metrics"
+                assert process.poll() is None, (tmp_path / "worker.log").read_text()
+                time.sleep(0.2)
+                with contextlib.suppress(httpx.HTTPError):
+                    text = scrape(port)
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+    assert sample(text, "temporal_num_pollers", task_queue=settings.task_queue) > 0
