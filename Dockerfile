@@ -8,7 +8,8 @@ COPY activities activities
 COPY workflows workflows
 COPY threadline threadline
 COPY worker.py ./
-RUN pip install --no-cache-dir . && useradd --create-home threadline && mkdir /data && chown threadline /data
+# With the telemetry extra: traces go to the compose collector when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+RUN pip install --no-cache-dir ".[telemetry]" && useradd --create-home threadline && mkdir /data && chown threadline /data
 USER threadline
 ENV THREADLINE_DATA=/data
 CMD ["python", "worker.py"]

@@ -25,12 +25,13 @@ from activities.flows import FlowActivities
 from activities.language_model import OfflineModel, Provider, Providers
 from activities.llm import LLMActivities
 from activities.merges import MergeActivities
+from activities.observed import ObservedProvider
 from activities.providers import build_providers, new_http_client
 from activities.starting import StartActivities
 from activities.toolcalls import ToolActivities
 from activities.transcript import TranscriptActivities
 from activities.waiting import WaitingActivities
-from core import logs
+from core import logs, telemetry
 from core.settings import Settings
 from core.temporal import connect_temporal
 from store.backends.base import Store
@@ -87,7 +88,7 @@ def build_worker(
     logs = LogCache(opened.records)
     programs = load_programs(settings.programs)
     transcript = TranscriptActivities(logs, programs, calls=calls)
-    models = Providers(providers if providers is not None else default_providers(settings))
+    models = Providers(observed(providers if providers is not None else default_providers(settings)))
     merges = MergeActivities(logs, programs, models, default_model=settings.model, calls=calls)
     evaluations = EvaluationActivities(programs, load_metrics(settings.programs), models, default_model=settings.model)
     tools, waiting = ToolActivities(logs, programs), WaitingActivities(logs)
@@ -113,6 +114,13 @@ def build_worker(
         graceful_shutdown_timeout=timedelta(seconds=5),
         plugins=plugins,
     )
+
+
+def observed(providers: Mapping[str, Provider]) -> dict[str, Provider]:
+    """The providers, their calls traced and counted while telemetry is on."""
+    if not telemetry.active():
+        return dict(providers)
+    return {name: ObservedProvider(provider, name) for name, provider in providers.items()}
 
 
 def _stores_of(settings: Settings, stores: Mapping[str, Store] | StoreSet | None) -> tuple[StoreSet, list[Plugin]]:
@@ -218,7 +226,9 @@ def call_logs(settings: Settings, stores: Mapping[str, Store] | StoreSet) -> dic
 def main() -> None:
     """Entry point: a worker for the server in THREADLINE_TEMPORAL_ADDRESS."""
     logs.configure()
-    asyncio.run(run(Settings.from_env()))
+    settings = Settings.from_env()
+    telemetry.start(service="threadline-worker", metrics_bind=settings.metrics_bind)
+    asyncio.run(run(settings))
 
 
 if __name__ == "__main__":

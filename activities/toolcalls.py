@@ -28,6 +28,7 @@ from store.programs.program import Program
 from store.programs.tools import ToolCall, unknown_tool_text
 from store.records import LEASE_RENEW_SECONDS, STOP_POLL_SECONDS, Record, lease_record, parse_time
 
+from .observed import executed
 from .transcript import find_program
 
 logger = structlog.get_logger(__name__)
@@ -77,7 +78,7 @@ class ToolActivities:
             if not await _append(conversation, input, started):
                 return ToolDone(state=_standing(await conversation.turn(input.turn), input.attempt) or "ended")
         logger.info("tool.started", turn=turn.id, tool=call.name, invocation=ref.invocation)
-        output = await _watched(tool.call(call.input), conversation, input)
+        output = await executed(call.name, call.id, call.input, _watched(tool.call(call.input), conversation, input))
         if output is None:
             return ToolDone(state=_standing(await conversation.turn(input.turn), input.attempt) or "stopped")
         return await _finish(conversation, input, call, output)

@@ -32,6 +32,9 @@ Measured:
 6. The PostgreSQL store against the folder store: sequential latency and throughput (bench/_pgturns.py).
 7. Throughput with worker processes on 1, 2 and 3 test hosts (network namespaces; root only).
 
+`python -m bench.turns --telemetry` measures instead what traces and metrics cost a worker: CPU per
+turn with telemetry on against off (bench/_telemetry.py; target <= 1.1x).
+
 Absolute times depend on the machine (the server, the workers and the driver share its cores);
 the ratio Threadline/anchor is what to read.
 """
@@ -45,6 +48,7 @@ import functools
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -894,8 +898,23 @@ async def run() -> list[Row]:
     return rows
 
 
-def main() -> list[Row]:
-    """Run every measurement, print the details and the table; return the table's rows."""
+async def run_telemetry() -> list[Row]:
+    """Telemetry's cost alone: worker processes with traces and metrics on and off."""
+    from bench._telemetry import CONVERSATIONS as N
+    from bench._telemetry import REPS, TURNS_EACH, bench_telemetry
+
+    with tempfile.TemporaryDirectory(prefix="bench-telemetry-") as tmp:
+        async with await start_dev_server() as env:
+            settings = settings_for(env, Path(tmp) / "threadline", "unused")
+            print(f"\nTelemetry: {REPS} repetitions of {N} conversations x {TURNS_EACH} turns, on and off alternating")
+            return await bench_telemetry(settings, env.client, Path(tmp), Row)
+
+
+def main(argv: Sequence[str] | None = None) -> list[Row]:
+    """Run every measurement (or, with `--telemetry`, telemetry's cost alone), print the details and the
+    table; return the table's rows."""
+    if "--telemetry" in (sys.argv[1:] if argv is None else argv):
+        return run_benchmark(header, run_telemetry, "ratio = telemetry on / off")
     return run_benchmark(header, run, "ratio = threadline / anchor")
 
 

@@ -23,12 +23,25 @@ def _redact(logger: object, name: str, event: structlog.typing.EventDict) -> str
     return event
 
 
+def _trace_ids(logger: object, name: str, event: structlog.typing.EventDict) -> structlog.typing.EventDict:
+    """The current span's trace and span ids, so a log line leads to its trace (when traces are on:
+    OpenTelemetry is only loaded then, and nothing is looked up otherwise)."""
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is not None:
+        context = trace.get_current_span().get_span_context()
+        if context.is_valid:
+            event.setdefault("trace_id", format(context.trace_id, "032x"))
+            event.setdefault("span_id", format(context.span_id, "016x"))
+    return event
+
+
 _TRACEBACKS: list[structlog.typing.Processor] = [_EXCEPTIONS, _redact]
 """Tracebacks as data, without frame locals or foreign messages: they may hold a prompt, an answer or a key."""
 _SHARED: list[structlog.typing.Processor] = [
     structlog.contextvars.merge_contextvars,
     structlog.stdlib.add_log_level,
     structlog.processors.TimeStamper(fmt="iso", utc=True),
+    _trace_ids,
 ]
 
 

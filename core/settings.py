@@ -149,6 +149,9 @@ class Settings:
     workflow_cache: int = DEFAULT_WORKFLOW_CACHE
     """`THREADLINE_WORKFLOW_CACHE`: how many conversations a worker keeps in memory between turns (least
     recently used go; an evicted one replays its current run at its next turn); 0 keeps none."""
+    metrics_bind: str | None = None
+    """`THREADLINE_METRICS_BIND=host:port`: serve Prometheus metrics on `http://host:port/metrics` (the
+    Temporal SDK's and Threadline's; `--metrics-port` of `worker`, `dev` and `serve` binds loopback)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -171,6 +174,7 @@ class Settings:
             call_logs=_folders("THREADLINE_CALL_LOGS", env.get("THREADLINE_CALL_LOGS", "")),
             workflow_cache=_count(env, "THREADLINE_WORKFLOW_CACHE", DEFAULT_WORKFLOW_CACHE),
             encryption=EncryptionKeys.from_env(env),
+            metrics_bind=env.get("THREADLINE_METRICS_BIND") or None,
         )
 
     def payloads_spec(self) -> StoreSpec:

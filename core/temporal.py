@@ -29,6 +29,7 @@ from temporalio.converter import (
 from temporalio.exceptions import ActivityError, ApplicationError, ApplicationErrorCategory, CancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
+from . import telemetry
 from .encryption import Chain, Encryption, EncryptionKeys
 from .errors import ErrorCode, ThreadlineError, is_code
 from .settings import Settings
@@ -84,7 +85,13 @@ async def connect_temporal(settings: Settings, blobs: Blobs | None = None) -> Cl
     (with `blobs`, the claim check: large payloads are kept there, not in history)."""
     converter = data_converter(blobs, settings.encryption)
     try:
-        return await Client.connect(settings.address, namespace=settings.namespace, data_converter=converter)
+        return await Client.connect(
+            settings.address,
+            namespace=settings.namespace,
+            data_converter=converter,
+            runtime=telemetry.runtime(),
+            plugins=telemetry.plugins(),
+        )
     except RuntimeError as err:
         raise ThreadlineError(
             ErrorCode.SERVER_UNAVAILABLE,

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from core.toolmodels import ActResult, ToolInput, TurnAction, WaitCheck
 
     from . import _calls
+    from ._observed import wait_began, wait_ended
     from ._state import RunState
 
 Start = Callable[[TurnSend, str, RunResult], None]
@@ -96,31 +97,41 @@ class Acting:
 
     async def _wait(self, ref: TurnRef, send: TurnSend, paused: Paused) -> RunResult:
         """Wait for a person (or another writer) to move the turn on; the first answer that settles it wins."""
-        turn, config = ref.turn, self.state.config
+        turn, program, began = ref.turn, send.program or self.state.config.program, workflow.now()
         self.held[turn] = send.request_id
         self._note(send, ref, paused)
         self.state.unblock(turn)  # a send queued behind it is refused now (docs/format-1.md 4.4)
-        deadline = workflow.now() + timedelta(seconds=config.approval_timeout_s) if config.approval_timeout_s else None
-        pause = timedelta(seconds=config.waiting_check_s)
-        woken = turn in self.wakes  # answered (or stopped) before its wait began: look at once
+        wait_began(program)
         try:
-            while True:
-                left = pause if deadline is None else min(pause, max(deadline - workflow.now(), timedelta(0)))
-                if not woken and not await self._woken(turn, left):
-                    pause = min(pause * 2, LONGEST_CHECK)
-                woken = False
-                if turn in self.claimed:
-                    return Interrupted(attempt=self.claimed.pop(turn))
-                expired = deadline is not None and workflow.now() >= deadline
-                result = await self._look(ref, send.request_id, paused.attempt, expired)
-                if turn in self.claimed:
-                    return Interrupted(attempt=self.claimed.pop(turn))
-                if not isinstance(result, Paused):
-                    return result
-                paused = result
+            result = await self._until_moved(ref, send, paused)
+        except ApplicationError:
+            wait_ended(program, (workflow.now() - began).total_seconds())
+            raise
         finally:
             self.held.pop(turn, None)
             self.state.unnote(send.request_id)
+        wait_ended(program, (workflow.now() - began).total_seconds())
+        return result
+
+    async def _until_moved(self, ref: TurnRef, send: TurnSend, paused: Paused) -> RunResult:
+        turn, config = ref.turn, self.state.config
+        deadline = workflow.now() + timedelta(seconds=config.approval_timeout_s) if config.approval_timeout_s else None
+        pause = timedelta(seconds=config.waiting_check_s)
+        woken = turn in self.wakes  # answered (or stopped) before its wait began: look at once
+        while True:
+            left = pause if deadline is None else min(pause, max(deadline - workflow.now(), timedelta(0)))
+            if not woken and not await self._woken(turn, left):
+                pause = min(pause * 2, LONGEST_CHECK)
+            woken = False
+            if turn in self.claimed:
+                return Interrupted(attempt=self.claimed.pop(turn))
+            expired = deadline is not None and workflow.now() >= deadline
+            result = await self._look(ref, send.request_id, paused.attempt, expired)
+            if turn in self.claimed:
+                return Interrupted(attempt=self.claimed.pop(turn))
+            if not isinstance(result, Paused):
+                return result
+            paused = result
 
     async def _look(self, ref: TurnRef, request_id: str, attempt: int, expired: bool) -> RunResult:
         """Read how the waiting turn stands (a local activity: no worker is held between looks)."""

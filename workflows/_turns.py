@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
 
     from . import _calls, _control
     from ._kept import Kept
+    from ._observed import Observed
     from ._orphans import Orphans
     from ._state import RunState
     from ._tools import Acting
@@ -58,6 +59,7 @@ class Turns:
         self.acting = Acting(state, start=self.start)
         self.kept = Kept()
         self.orphans = Orphans(state, start=self.start)
+        self.observed = Observed()
 
     def ready(self) -> bool:
         """A queued send can be placed now: the queue waits for no running turn, and no send kept for
@@ -85,6 +87,7 @@ class Turns:
                 return  # placed again once the pause is over
             self.state.drop_first()
             self.state.finish(TurnOutcome(request_id=send.request_id, state="refused", error=_error(err)))
+            self.observed.refused(config, send)
             return
         self.kept.forget()
         self.state.bind_store(placed.store_id)
@@ -95,6 +98,7 @@ class Turns:
             await self._behind(placed.turn, placed.records)
             return
         self.state.drop_first()
+        self.observed.placed(placed.turn, placed.parent)
         existing = placed.kind == "existing"
         self.state.place(Begun(request_id=send.request_id, turn=placed.turn, parent=placed.parent, existing=existing))
         if placed.outcome is not None:
@@ -140,10 +144,14 @@ class Turns:
 
     async def _drive(self, send: TurnSend, turn: str, start: RunResult | None) -> None:
         """Run the turn to its end, then answer its send, whatever happened on the way."""
-        try:
-            outcome = await self._to_end(send, turn, start)
-        except ApplicationError as err:  # its end could not be written: the store stayed away too long
-            outcome = TurnOutcome(request_id=send.request_id, turn=turn, state="failed", error=_error(err))
+        began = workflow.now()
+        with self.observed.turn(self.state.config, send, turn) as span:
+            try:
+                outcome = await self._to_end(send, turn, start)
+            except ApplicationError as err:  # its end could not be written: the store stayed away too long
+                outcome = TurnOutcome(request_id=send.request_id, turn=turn, state="failed", error=_error(err))
+            seconds = (workflow.now() - began).total_seconds()
+            self.observed.ended(span, self.state.config, send, outcome, seconds=seconds)
         self.state.finish(outcome, new=start is None, inputs=send.inputs)
         if outcome.state == "done" and (send.context or self.state.config.context).summary is not None:
             self.state.summarising(asyncio.create_task(self._summarise(send, turn)))

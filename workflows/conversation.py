@@ -56,6 +56,7 @@ class ConversationWorkflow:
     @workflow.signal(name="turn")
     def turn(self, send: TurnSend) -> None:
         """Queue a send; the main loop places it."""
+        self.turns.observed.arrived(send.request_id)
         self.state.enqueue(send)
 
     @workflow.signal(name="flow")
@@ -81,11 +82,13 @@ class ConversationWorkflow:
     @workflow.update(name="send")
     async def send(self, send: TurnSend) -> TurnOutcome:
         """Queue `send` (once per request id) and wait for how it ends: what signal and `wait` do, in one."""
+        self.turns.observed.arrived(send.request_id)
         return await self.state.outcome(self.state.enqueue_once(send))
 
     @workflow.update(name="place")
     async def place(self, send: TurnSend) -> Begun:
         """Queue `send` (once per request id) and wait until it is placed: signal and `begun` in one."""
+        self.turns.observed.arrived(send.request_id)
         return await self.state.placed(self.state.enqueue_once(send))
 
     @wait.validator

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -72,3 +73,37 @@ def test_a_broken_file_is_refused(tmp_path: Path) -> None:
     broken.write_text(text)
 
     assert "condition value must be one of" in problems(compose("config", "-q", file=broken))
+
+
+def test_it_runs_prometheus_grafana_and_jaeger_beside_threadline() -> None:
+    """Prometheus scrapes the port each worker and the API serve `/metrics` on, both send traces to
+    Jaeger, and Grafana provisions the dashboard from files that exist."""
+    services = json.loads(compose("config", "--format", "json").stdout)["services"]
+
+    assert {"prometheus", "grafana", "jaeger"} <= set(services)
+    for name in ("worker", "api"):
+        env = services[name]["environment"]
+        assert ("0.0.0.0:9464", "http://jaeger:4318") == (
+            env["THREADLINE_METRICS_BIND"],
+            env["OTEL_EXPORTER_OTLP_ENDPOINT"],
+        )
+    scrape = (ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text()
+    assert "port: 9464" in scrape
+    assert "api:9464" in scrape
+    mounted = [Path(volume["source"]) for volume in services["grafana"]["volumes"]]
+    assert all(path.exists() for path in mounted)
+    assert (ROOT / "deploy" / "grafana" / "dashboards" / "threadline.json").parent in mounted
+
+
+def test_the_dashboard_and_alerts_query_only_documented_threadline_metrics() -> None:
+    """Every `threadline_*` metric the dashboard and the alert rules query is in docs/operations.md's
+    table (the temporal_* ones are checked against a real scrape in tests/telemetry)."""
+    dashboard = json.loads((ROOT / "deploy" / "grafana" / "dashboards" / "threadline.json").read_text())
+    rules = (ROOT / "deploy" / "prometheus" / "alerts.yml").read_text()
+    queries = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]] + [rules]
+    used = {re.sub(r"_(bucket|count|sum)$", "", m) for q in queries for m in re.findall(r"\bthreadline_[a-z_]+", q)}
+    documented = set(re.findall(r"`(threadline_[a-z_]+)`", (ROOT / "docs" / "operations.md").read_text()))
+
+    assert used
+    assert set() == used - documented
+    assert all(panel["description"] for panel in dashboard["panels"])

@@ -33,7 +33,9 @@ def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None
     """Add `dev`, `worker`, `serve` and `codec`."""
     _add_dev(commands, common)
     summary = "run a worker for the server at THREADLINE_TEMPORAL_ADDRESS"
-    commands.add_parser("worker", parents=[common], help=summary, description=summary).set_defaults(run=run_worker)
+    worker = commands.add_parser("worker", parents=[common], help=summary, description=summary)
+    _add_metrics_port(worker)
+    worker.set_defaults(run=run_worker)
     _add_serve(commands, common)
     _add_codec(commands, common)
 
@@ -56,6 +58,7 @@ def _add_dev(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     )
     dev.add_argument("--server-only", action="store_true", help="run the server without a worker")
     dev.add_argument("--demo", action="store_true", help="hold a short conversation with the offline model")
+    _add_metrics_port(dev)
     dev.set_defaults(run=run_dev)
 
 
@@ -69,7 +72,28 @@ def _add_serve(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     )
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="the port to listen on (default 8000)")
+    _add_metrics_port(serve)
     serve.set_defaults(run=run_serve)
+
+
+def _add_metrics_port(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus metrics on http://127.0.0.1:PORT/metrics (default: THREADLINE_METRICS_BIND, else none)",
+    )
+
+
+def _telemetry_settings(args: argparse.Namespace, service: str) -> Settings:
+    """The environment's settings with `--metrics-port` applied, telemetry started before any client connects."""
+    from core import telemetry
+
+    settings = env_settings()
+    if args.metrics_port is not None:
+        settings = dataclasses.replace(settings, metrics_bind=f"127.0.0.1:{args.metrics_port}")
+    telemetry.start(service=service, metrics_bind=settings.metrics_bind)
+    return settings
 
 
 def _add_codec(commands: Subcommands, common: argparse.ArgumentParser) -> None:
@@ -91,7 +115,7 @@ async def run_dev(args: argparse.Namespace, out: Output) -> int:
     """Run a dev server and, unless `--server-only`, a worker (and the demo) until SIGINT or SIGTERM."""
     from threadline.devserver import DevServer
 
-    settings = env_settings()
+    settings = _telemetry_settings(args, "threadline-worker")
     stop = asyncio.Event()
     _trap_signals(stop)
     codec_url = f"http://127.0.0.1:{args.codec_port}/v1/codec" if args.codec_port and args.ui_port else None
@@ -168,7 +192,7 @@ async def _on_exit(server: DevServer, stop: asyncio.Event) -> ThreadlineError:
 
 async def run_worker(args: argparse.Namespace, out: Output) -> int:
     """Run a worker for the server at THREADLINE_TEMPORAL_ADDRESS until SIGINT or SIGTERM."""
-    settings = env_settings()
+    settings = _telemetry_settings(args, "threadline-worker")
     client = await _connected(settings)
     data = {"address": settings.address, "task_queue": settings.task_queue}
     out.emit(data, f"Worker on task queue {settings.task_queue!r} at {settings.address}; press Ctrl-C to stop.")
@@ -193,7 +217,7 @@ async def run_serve(args: argparse.Namespace, out: Output) -> int:
         from threadline.http import serve
     except ImportError:
         raise ThreadlineError(ErrorCode.INTERNAL, "the HTTP service is not available in this build") from None
-    await serve(env_settings(), host=args.host, port=args.port)
+    await serve(_telemetry_settings(args, "threadline-api"), host=args.host, port=args.port)
     return 0
 
 

@@ -35,6 +35,7 @@ from .middleware import APIKey, Auth, BodyLimit, RequestLog, on_error, on_http_e
 from .records import router as records
 from .routes import probes, router
 from .status import STATUS
+from .tracing import Traced
 from .turn_routes import acting
 
 logger = structlog.get_logger(__name__)
@@ -177,6 +178,7 @@ def guarded(app: FastAPI, config: ServiceSettings) -> FastAPI:
     if config.cors_origins:  # outside Auth: browsers send preflight requests without the key
         app.add_middleware(CORSMiddleware, allow_origins=list(config.cors_origins), **_CORS)
     app.add_middleware(RequestLog)  # added last: the outermost, so every answer is logged
+    app.add_middleware(Traced)  # outside it: the request's log line carries the request's trace
     return app
 
 

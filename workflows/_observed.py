@@ -1,0 +1,147 @@
+"""A turn seen from outside: its span (the GenAI `invoke_agent` convention) and its metrics.
+
+Both are made in workflow code, and both are replay-safe: the span comes from the replay-safe
+tracer (`core.telemetry`: deterministic ids, not ended while history replays, not ended when an
+evicted run's coroutines are torn down), and the metrics from `workflow.metric_meter()`, which
+records nothing while history replays. So a turn has one span and counts once however often its
+run is replayed, on this worker or on one that took over after a crash.
+
+A send's span is a child of the context it arrived with (the caller's trace, through the Temporal
+plugin's headers), kept in memory only: a replay rebuilds it from the same headers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from core import telemetry
+    from core.models import ConversationConfig, TurnOutcome, TurnSend
+
+TURNS = "threadline_turns"
+TURN_SECONDS = "threadline_turn_duration_seconds"
+WAITS = "threadline_approval_waits"
+WAIT_SECONDS = "threadline_approval_wait_seconds"
+
+
+def wait_began(program: str) -> None:
+    """Count a turn that began waiting for a person (waiting now: started minus ended)."""
+    waits = workflow.metric_meter().create_counter(WAITS, "Turns that began or ended waiting for a person.")
+    waits.add(1, {"program": program, "event": "started"})
+
+
+def wait_ended(program: str, seconds: float) -> None:
+    """Count a wait that ended (answered, resumed, abandoned, stopped, expired) and how long it was."""
+    meter = workflow.metric_meter()
+    meter.create_counter(WAITS, "Turns that began or ended waiting for a person.").add(
+        1, {"program": program, "event": "ended"}
+    )
+    meter.create_histogram_float(WAIT_SECONDS, "How long turns waited for a person.", "s").record(
+        seconds, {"program": program}
+    )
+
+
+class Observed:
+    """The turns' spans and metrics of one conversation run."""
+
+    def __init__(self) -> None:
+        self._origins: dict[str, Any] = {}
+        """The tracing context each send came in with, by request id (only while traces are on)."""
+        self._parents: dict[str, str | None] = {}
+        self._instruments: dict[str, Any] = {}
+        """This run's metric instruments, made on first use (a replay-safe meter's, with the run's labels)."""
+
+    def arrived(self, request_id: str) -> None:
+        """Keep the caller's context of a send that just came (a signal's or an update's handler)."""
+        if telemetry.tracer(__name__) is not None and request_id not in self._origins:
+            from opentelemetry import context
+
+            self._origins[request_id] = context.get_current()
+
+    def placed(self, turn: str, parent: str | None) -> None:
+        """The turn a send placed continues `parent` (an attribute of its span)."""
+        if telemetry.tracer(__name__) is not None:
+            self._parents[turn] = parent
+
+    @contextmanager
+    def turn(self, config: ConversationConfig, send: TurnSend, turn: str) -> Iterator[Any]:
+        """The turn's span, current while the turn runs (its activities' spans are its children)."""
+        tracer = telemetry.tracer(__name__)
+        if tracer is None:
+            yield None
+            return
+        program = send.program or config.program
+        attributes: dict[str, str] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": program,
+            "gen_ai.conversation.id": config.conversation,
+            "threadline.store": config.store,
+            "threadline.turn.id": turn,
+            "threadline.request.id": send.request_id,
+        }
+        if parent := self._parents.pop(turn, None):
+            attributes["threadline.turn.parent"] = parent
+        if model := send.lm or config.lm:
+            attributes["gen_ai.request.model"] = model
+        origin = self._origins.pop(send.request_id, None)
+        span = tracer.start_span(f"invoke_agent {program}", context=origin, attributes=attributes)
+        with _current(span):
+            try:
+                yield span
+            except BaseException:
+                # Evicted (its coroutines torn down) or its task failed: the replay that follows ends it.
+                raise
+            span.end()
+
+    def ended(
+        self, span: Any, config: ConversationConfig, send: TurnSend, outcome: TurnOutcome, *, seconds: float
+    ) -> None:
+        """Count the turn by how it ended, time it (placed to ended), and put its end on its span."""
+        labels = {"program": send.program or config.program, "state": outcome.state}
+        self._counter(TURNS, "Turns ended, by program and how they ended.").add(1, labels)
+        self._histogram(TURN_SECONDS, "How long turns took, placed to ended.").record(seconds, labels)
+        if span is not None:
+            span.set_attribute("threadline.turn.state", outcome.state)
+            if outcome.error is not None:
+                from opentelemetry.trace import Status, StatusCode
+
+                span.set_attribute("error.type", outcome.error.code)
+                span.set_status(Status(StatusCode.ERROR, outcome.error.code))
+
+    def refused(self, config: ConversationConfig, send: TurnSend) -> None:
+        """Count a send refused before it became a turn."""
+        self._origins.pop(send.request_id, None)
+        labels = {"program": send.program or config.program, "state": "refused"}
+        self._counter(TURNS, "Turns ended, by program and how they ended.").add(1, labels)
+
+    def _counter(self, name: str, description: str) -> Any:
+        if name not in self._instruments:
+            self._instruments[name] = workflow.metric_meter().create_counter(name, description)
+        return self._instruments[name]
+
+    def _histogram(self, name: str, description: str) -> Any:
+        if name not in self._instruments:
+            self._instruments[name] = workflow.metric_meter().create_histogram_float(name, description, "s")
+        return self._instruments[name]
+
+
+@contextmanager
+def _current(span: Any) -> Iterator[None]:
+    """`span` is the current one in this task (so the activities it starts are its children).
+
+    Not `use_span`: an evicted run's coroutines are closed in another context, where detaching
+    fails loudly; there is nothing to detach there, so that failure is ignored.
+    """
+    from opentelemetry import context, trace
+
+    token = context.attach(trace.set_span_in_context(span))
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):  # the token belongs to the context the run started in, now gone
+            token.var.reset(token)
