@@ -9,7 +9,15 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from .context import ContextRule
 from .errors import ErrorCode, ThreadlineError
@@ -203,23 +211,56 @@ class TurnError(Model):
         return ThreadlineError(ErrorCode.parse(self.code), self.message)
 
 
-class TurnOutcome(Model):
-    """How a send ended."""
+ONCE = "answer-once"
+"""The serialization context under which an outcome carries its answer once (core/temporal.py sets it
+for every payload crossing Temporal)."""
 
+
+class TurnOutcome(Model):
+    """How a send ended.
+
+    The first fields are what a person reads first in the Temporal UI's collapsed event: the state,
+    then the outputs (the answer)."""
+
+    state: OutcomeState
+    outputs: dict[str, Any] | None = None
+    """The program's outputs by name, when the turn is done (`tutor`: `result`)."""
+    error: TurnError | None = None
     request_id: str
     turn: str | None = None
     parent: str | None = None
-    state: OutcomeState
-    outputs: dict[str, Any] | None = None
+    answer: str | None = None
+    """Which of `outputs` is the answer (`result` for `tutor`), when it is one of them."""
     result: Any = None
+    """The answer. Across Temporal it is left out when it is `outputs[answer]` (it would be carried
+    twice); then read `outputs[answer]`."""
     model: str | None = None
     usage: dict[str, int] = {}
     seconds: float | None = None
-    error: TurnError | None = None
     flow: FlowResult | None = None
     """When a guided flow answered the send: where the flow stands (`flow_data` once, on completion)."""
     approvals: list[dict[str, Any]] = []
     """While `waiting`: the questions asked (tool name, input, effects, site, invocation, question)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _answer_from_outputs(cls, data: Any) -> Any:
+        """An outcome that came across Temporal without `result` has it in `outputs[answer]`."""
+        if isinstance(data, dict) and "result" not in data and data.get("answer") is not None:
+            return {**data, "result": (data.get("outputs") or {}).get(data["answer"])}
+        return data
+
+    @model_serializer(mode="wrap")
+    def _answer_once(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):  # type: ignore[no-untyped-def]
+        """Under the `ONCE` context, leave `result` out when `outputs[answer]` holds it.
+
+        Without a return annotation on purpose: pydantic then describes the outcome's own fields in
+        its serialization schema (docs/schemas), where an annotation would replace them."""
+        data = handler(self)
+        once = isinstance(info.context, dict) and info.context.get(ONCE)
+        if once and isinstance(data, dict) and self.answer is not None and self.answer in (self.outputs or {}):
+            data.pop("result", None)
+        return data
 
 
 class Begun(Model):
