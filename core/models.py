@@ -211,6 +211,8 @@ class TurnError(Model):
         return ThreadlineError(ErrorCode.parse(self.code), self.message)
 
 
+_READ_FIRST = ("outputs", "state", "error")
+"""The fields of an outcome the Temporal UI shows first (its collapsed events cut the JSON short)."""
 ONCE = "answer-once"
 """The serialization context under which an outcome carries its answer once (core/temporal.py sets it
 for every payload crossing Temporal)."""
@@ -219,16 +221,15 @@ for every payload crossing Temporal)."""
 class TurnOutcome(Model):
     """How a send ended.
 
-    The first fields are what a person reads first in the Temporal UI's collapsed event: the state,
-    then the outputs (the answer)."""
+    Across Temporal its JSON starts with what a person reads in the UI's collapsed event (which
+    shows the first fifty characters or so): the outputs (the answer), then the state and the error."""
 
-    state: OutcomeState
-    outputs: dict[str, Any] | None = None
-    """The program's outputs by name, when the turn is done (`tutor`: `result`)."""
-    error: TurnError | None = None
     request_id: str
     turn: str | None = None
     parent: str | None = None
+    state: OutcomeState
+    outputs: dict[str, Any] | None = None
+    """The program's outputs by name, when the turn is done (`tutor`: `result`)."""
     answer: str | None = None
     """Which of `outputs` is the answer (`result` for `tutor`), when it is one of them."""
     result: Any = None
@@ -237,6 +238,7 @@ class TurnOutcome(Model):
     model: str | None = None
     usage: dict[str, int] = {}
     seconds: float | None = None
+    error: TurnError | None = None
     flow: FlowResult | None = None
     """When a guided flow answered the send: where the flow stands (`flow_data` once, on completion)."""
     approvals: list[dict[str, Any]] = []
@@ -252,15 +254,17 @@ class TurnOutcome(Model):
 
     @model_serializer(mode="wrap")
     def _answer_once(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):  # type: ignore[no-untyped-def]
-        """Under the `ONCE` context, leave `result` out when `outputs[answer]` holds it.
+        """Under the `ONCE` context (across Temporal): `result` left out when `outputs[answer]` holds
+        it, and the fields a person reads first put first.
 
         Without a return annotation on purpose: pydantic then describes the outcome's own fields in
         its serialization schema (docs/schemas), where an annotation would replace them."""
         data = handler(self)
-        once = isinstance(info.context, dict) and info.context.get(ONCE)
-        if once and isinstance(data, dict) and self.answer is not None and self.answer in (self.outputs or {}):
+        if not (isinstance(info.context, dict) and info.context.get(ONCE) and isinstance(data, dict)):
+            return data
+        if self.answer is not None and self.answer in (self.outputs or {}):
             data.pop("result", None)
-        return data
+        return {**{name: data[name] for name in _READ_FIRST if name in data}, **data}
 
 
 class Begun(Model):
