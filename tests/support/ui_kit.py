@@ -141,8 +141,8 @@ async def history_page(browser: Browser, ui_url: str, workflow_id: str) -> Page:
     await page.goto(url, timeout=PAGE_TIMEOUT_MS)  # the UI forwards to the newest run's page
     await page.wait_for_url(_RUN_PAGE, timeout=PAGE_TIMEOUT_MS)
     await page.goto(page.url.rsplit("/", 1)[0] + "/history", timeout=PAGE_TIMEOUT_MS)
+    # Not "network idle": the page refreshes itself every few seconds while the workflow runs.
     await page.get_by_text("Workflow Type").first.wait_for(timeout=PAGE_TIMEOUT_MS)
-    await page.wait_for_load_state("networkidle", timeout=PAGE_TIMEOUT_MS)
     return page
 
 
@@ -152,7 +152,7 @@ async def show(page: Page, tab: str, heading: str) -> None:
     found = page.get_by_role("heading", name=heading).first
     await found.wait_for(timeout=PAGE_TIMEOUT_MS)
     await found.evaluate("element => element.scrollIntoView()")
-    await page.wait_for_timeout(1500)
+    await page.wait_for_timeout(3000)  # the codec server's answers arrive after the page is drawn
 
 
 async def shoot(folder: Path) -> list[Path]:
