@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 NODE_CLIENT := tests/clients/node
 
-.PHONY: run test pytest node-client check lint typecheck fmt conformance bench dev clean
+.PHONY: run test pytest node-client chromium check lint typecheck fmt conformance bench dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,13 +24,19 @@ $(BIN)/.installed: pyproject.toml | $(BIN)/python
 
 test: lint typecheck pytest
 
-pytest: $(BIN)/.installed node-client
+pytest: $(BIN)/.installed node-client chromium
 	$(BIN)/pytest -n auto $(PYTEST_ARGS)
 
 # The TypeScript client's packages, from its package-lock.json, when Node.js is there (its test skips otherwise).
 node-client:
 	@if command -v npm >/dev/null && [ ! -d $(NODE_CLIENT)/node_modules ]; then \
 		npm ci --prefix $(NODE_CLIENT) --no-audit --no-fund; fi
+
+# The UI tests drive Debian's Chromium headless (Playwright downloads no browser): installed when
+# missing, as root on Debian (their test skips elsewhere).
+chromium:
+	@if ! command -v chromium >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .

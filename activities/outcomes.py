@@ -18,18 +18,32 @@ def outcome_of(turn: Turn, request_id: str) -> TurnOutcome | None:
         return None
     state = ended.get("state", "failed")
     done = state == "done"
+    outputs = ended.get("outputs") if done else None
+    result = ended.get("value", (outputs or {}).get("result")) if done else None
     return TurnOutcome(
         request_id=request_id,
         turn=turn.id,
         parent=turn.parent,
         state=state if state in _OUTCOME_STATES else "failed",
-        outputs=ended.get("outputs") if done else None,
-        result=ended.get("value", (ended.get("outputs") or {}).get("result")) if done else None,
+        outputs=outputs,
+        answer=answer_of(outputs, result),
+        result=result,
         model=ended.get("model"),
         usage={k: v for k, v in (ended.get("usage") or {}).items() if isinstance(v, int)},
         seconds=ended.get("seconds"),
         error=None if done else error_of(ended.get("error")),
     )
+
+
+def answer_of(outputs: dict[str, Any] | None, result: Any) -> str | None:
+    """Which output is the answer (so an outcome carries it once), or None when none is.
+
+    `result` usually is `outputs["result"]`, the name every AI program answers in."""
+    if not outputs or result is None:
+        return None
+    if "result" in outputs and outputs["result"] == result:
+        return "result"
+    return next((name for name, value in outputs.items() if value == result), None)
 
 
 def error_of(error: Any) -> TurnError:

@@ -1,11 +1,13 @@
 """Chaos benchmark: what large inputs cost a conversation's history, and how soon a conversation serves
 again after its store was away for two minutes.
 
-    python -m bench.chaos
+    python -m bench.chaos            # both parts
+    python -m bench.chaos history    # part 1 alone (a minute or two)
 
 1. History bytes per send, for inputs of 1 KB, 100 KB and 1 MB: threadline (the claim check: payloads
-   over 2 KB cross Temporal as references to the payload store) against the anchor, the same worker
+   over 8 KB cross Temporal as references to the payload store) against the anchor, the same worker
    and client without the claim check, whose history carries every input. Target: flat, under 8 KB.
+   Then the events a turn adds to history in a conversation of ten turns.
 2. A store outage of two minutes while a turn runs and a send waits behind it: the seconds from the
    store coming back to the waiting send's answer (threadline), against the same send's answer with
    no outage (anchor); and how often the model was asked for the turn the outage hit (anchor: once).
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import sys
 import tempfile
 import time
 import uuid
@@ -32,6 +35,7 @@ from bench._report import exit_now, run_benchmark
 from bench._server import start_dev_server
 from bench.turns import check
 from core.settings import Settings
+from core.temporal import workflow_id
 from tests.chaos.invariants import PER_SEND_HISTORY, history_bytes
 from tests.chaos.outage import Outage, can_mount, outage_of
 from threadline.client import Threadline, connect
@@ -39,6 +43,10 @@ from worker import build_worker
 
 SIZES = (1_000, 100_000, 1_000_000)
 SENDS = 3
+TURNS = 10
+EVENTS_ANCHOR = 14.5
+"""Events per turn of the same ten-turn conversation in release 0.2.0 (145 events, measured here: a
+`publish attributes` timer started and cancelled around every turn)."""
 OUTAGE_S = 120.0
 RECOVERY_TARGET_S = 5.0
 """The kept reply is written within a pause (at most 2 s) of the store coming back; the send behind it then runs."""
@@ -103,8 +111,19 @@ async def per_send(tl: Threadline, client: Client, size: int) -> float:
     return (await history_bytes(client, conversation) - before) / SENDS
 
 
+async def events_per_turn(tl: Threadline, client: Client) -> float:
+    """The events of a conversation of `TURNS` sends, by turn (its one run holds them all)."""
+    conversation = f"events-{uuid.uuid4().hex[:8]}"
+    chat = tl.conversation("tutor", id=conversation)
+    for k in range(TURNS):
+        await chat.predict(f"message {k}: " + "x" * 100)
+    history = await client.get_workflow_handle(workflow_id("default", conversation)).fetch_history()
+    return len(history.events) / TURNS
+
+
 async def history_rows(tmp: Path, client: Client, payloads: Path) -> list[Row]:
-    """Part 1: per-send history with the claim check (threadline) and without it (anchor)."""
+    """Part 1: per-send history with the claim check (threadline) and without it (anchor), then
+    the events per turn of a ten-turn conversation against release 0.2.0's."""
     plain = await Client.connect(
         client.service_client.config.target_host, namespace=client.namespace, data_converter=pydantic_data_converter
     )
@@ -119,6 +138,8 @@ async def history_rows(tmp: Path, client: Client, payloads: Path) -> list[Row]:
             rows.append(
                 Row(f"history per send, {size // 1000:,} KB input", mine / 1024, anchor / 1024, "KB", target, met)
             )
+        events = await events_per_turn(with_check, client)
+        rows.append(Row(f"history events per turn, {TURNS} turns", events, EVENTS_ANCHOR, "events"))
     return rows
 
 
@@ -169,7 +190,8 @@ async def run() -> list[Row]:
         try:
             payloads = Path(tmp) / "payloads"
             rows += await history_rows(Path(tmp), env.client, payloads)
-            rows += await outage_rows(Path(tmp), env.client, payloads, OUTAGE_S)
+            if "history" not in sys.argv[1:]:
+                rows += await outage_rows(Path(tmp), env.client, payloads, OUTAGE_S)
         finally:
             await env.shutdown()
     return rows

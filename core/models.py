@@ -9,7 +9,15 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from .context import ContextRule
 from .errors import ErrorCode, ThreadlineError
@@ -203,15 +211,30 @@ class TurnError(Model):
         return ThreadlineError(ErrorCode.parse(self.code), self.message)
 
 
+_READ_FIRST = ("outputs", "state", "error")
+"""The fields of an outcome the Temporal UI shows first (its collapsed events cut the JSON short)."""
+ONCE = "answer-once"
+"""The serialization context under which an outcome carries its answer once (core/temporal.py sets it
+for every payload crossing Temporal)."""
+
+
 class TurnOutcome(Model):
-    """How a send ended."""
+    """How a send ended.
+
+    Across Temporal its JSON starts with what a person reads in the UI's collapsed event (which
+    shows the first fifty characters or so): the outputs (the answer), then the state and the error."""
 
     request_id: str
     turn: str | None = None
     parent: str | None = None
     state: OutcomeState
     outputs: dict[str, Any] | None = None
+    """The program's outputs by name, when the turn is done (`tutor`: `result`)."""
+    answer: str | None = None
+    """Which of `outputs` is the answer (`result` for `tutor`), when it is one of them."""
     result: Any = None
+    """The answer. Across Temporal it is left out when it is `outputs[answer]` (it would be carried
+    twice); then read `outputs[answer]`."""
     model: str | None = None
     usage: dict[str, int] = {}
     seconds: float | None = None
@@ -220,6 +243,28 @@ class TurnOutcome(Model):
     """When a guided flow answered the send: where the flow stands (`flow_data` once, on completion)."""
     approvals: list[dict[str, Any]] = []
     """While `waiting`: the questions asked (tool name, input, effects, site, invocation, question)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _answer_from_outputs(cls, data: Any) -> Any:
+        """An outcome that came across Temporal without `result` has it in `outputs[answer]`."""
+        if isinstance(data, dict) and "result" not in data and data.get("answer") is not None:
+            return {**data, "result": (data.get("outputs") or {}).get(data["answer"])}
+        return data
+
+    @model_serializer(mode="wrap")
+    def _answer_once(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):  # type: ignore[no-untyped-def]
+        """Under the `ONCE` context (across Temporal): `result` left out when `outputs[answer]` holds
+        it, and the fields a person reads first put first.
+
+        Without a return annotation on purpose: pydantic then describes the outcome's own fields in
+        its serialization schema (docs/schemas), where an annotation would replace them."""
+        data = handler(self)
+        if not (isinstance(info.context, dict) and info.context.get(ONCE) and isinstance(data, dict)):
+            return data
+        if self.answer is not None and self.answer in (self.outputs or {}):
+            data.pop("result", None)
+        return {**{name: data[name] for name in _READ_FIRST if name in data}, **data}
 
 
 class Begun(Model):

@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 from pydantic import TypeAdapter
+from pydantic_core import to_json
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
@@ -32,14 +33,17 @@ from temporalio.service import RPCError, RPCStatusCode
 from . import telemetry
 from .encryption import Chain, Encryption, EncryptionKeys
 from .errors import ErrorCode, ThreadlineError, is_code
+from .models import ONCE
 from .settings import Settings
 
+_WIRE = {ONCE: True}
+"""The serialization context of every payload: an outcome carries its answer once (core/models.py)."""
 _ADAPTERS: Callable[[Any], TypeAdapter[Any]] = functools.lru_cache(maxsize=1024)(TypeAdapter)
 """The process's pydantic type adapters, one per type."""
 
 
 class _SharedJSON(PydanticJSONPlainPayloadConverter):
-    """Pydantic's JSON payloads (the same bytes), with the process's one type-adapter cache.
+    """Pydantic's JSON payloads, with the process's one type-adapter cache.
 
     The SDK makes a payload converter for every workflow instance, and pydantic's keeps its type
     adapters per converter: every cached conversation built and held its own adapters for the same
@@ -53,6 +57,10 @@ class _SharedJSON(PydanticJSONPlainPayloadConverter):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._type_adapter = _ADAPTERS  # type: ignore[assignment]
+
+    def to_payload(self, value: Any) -> Payload | None:
+        """Pydantic's JSON, with the context in which an outcome carries its answer once."""
+        return Payload(metadata={"encoding": self.encoding.encode()}, data=to_json(value, context=_WIRE))
 
 
 class PayloadConverter(CompositePayloadConverter):
@@ -166,8 +174,15 @@ def raise_coded(err: BaseException) -> Any:
 # ----- the claim check: large payloads stay out of history
 
 CLAIM_CHECK_ENCODING = b"threadline/claim-check"
-CLAIM_CHECK_THRESHOLD = 2048
-"""Payloads larger than this many bytes are kept in the payload store; history holds their key."""
+CLAIM_CHECK_THRESHOLD = 8 * 1024
+"""Payloads larger than this many bytes are kept in the payload store; history holds their key.
+
+Where history is at risk: a turn's message crosses history once (the send) and its answer twice
+(the turn's result, the send's outcome), so a turn whose message and answer are both just under
+8 KB adds at most about 29 KB, and a run of 100 turns (a run's share before it continues as new)
+stays under 3 MB: below the 4 MB at which Temporal suggests continuing as new, far from its 50 MB
+limit and its 2 MB limit per payload. Below it, an ordinary long message or answer (a few KB)
+stays in history, readable in the UI and by any SDK without the codec endpoint."""
 
 
 class Blobs(Protocol):

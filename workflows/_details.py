@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from core.models import TurnOutcome
+from core.models import TurnOutcome, TurnSend
 
 _SHOWN = 400
+_WORDS = 48
+"""How much of a message an event's summary quotes: its first words, enough to tell turns apart."""
 
 
 def current_details(turns: int, last: TurnOutcome, inputs: Mapping[str, object] | None) -> str:
@@ -18,6 +20,24 @@ def current_details(turns: int, last: TurnOutcome, inputs: Mapping[str, object] 
     return "\n\n".join(lines)
 
 
+def first_words(text: str, limit: int = _WORDS) -> str:
+    """The start of `text` on one line, cut at a word's end, with an ellipsis when cut."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[:limit].rsplit(" ", 1)[0] if " " in flat[:limit] else flat[:limit]
+    return cut.rstrip(",.;:") + "…"
+
+
+def said(send: TurnSend) -> str:
+    """What a send says, in a few words: its message (or its first text input), quoted."""
+    inputs = send.inputs
+    text = inputs.get("message")
+    if not isinstance(text, str):
+        text = next((value for value in inputs.values() if isinstance(value, str)), None)
+    return f"«{first_words(text)}»" if text else f"({', '.join(sorted(inputs)) or 'no inputs'})"
+
+
 def slim(outcome: TurnOutcome) -> TurnOutcome:
     """An outcome without its outputs or a flow's data: what continue-as-new carries (the log keeps the rest)."""
-    return outcome.model_copy(update={"outputs": None, "result": None, "flow": None})
+    return outcome.model_copy(update={"outputs": None, "answer": None, "result": None, "flow": None})

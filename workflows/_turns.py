@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from core.temporal import from_failure
 
     from . import _calls, _control
+    from ._details import said
     from ._kept import Kept
     from ._observed import Observed
     from ._orphans import Orphans
@@ -80,7 +81,7 @@ class Turns:
             placed = await _calls.quick(
                 TranscriptActivities.begin_turn,
                 BeginInput(config=config, send=send, holding=self.orphans.holding()),
-                summary=f"place send {send.request_id[:13]}",
+                summary=f"place {said(send)}",
             )
         except ApplicationError as err:
             if self.kept.keep(send.request_id, err):
@@ -186,8 +187,8 @@ class Turns:
 
     async def _run(self, send: TurnSend, turn: str, attempt: int) -> RunResult:
         config = self.state.config
-        model = send.lm or config.lm or "the worker's model"
-        summary = f"turn {self.state.turns + len(self.state.tasks)}: {model}"
+        model = send.lm or config.lm
+        summary = f"turn {self.state.turns + len(self.state.tasks)}: {said(send)}" + (f" ({model})" if model else "")
         run = RunInput(config=config, send=_bare(send), turn=turn, attempt=attempt)
         return await _calls.model(LLMActivities.run_turn, run, summary=summary)
 

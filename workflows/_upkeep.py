@@ -2,7 +2,8 @@
 
 A composed object with explicit inputs: the workflow tells it when work happened, whether it is
 idle and what its attributes are; it owns one durable timer per idle period and decides when the
-attributes are written.
+attributes are written (at most once per interval while turns follow each other, and as soon as a
+turn ends with nothing else to do).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ Attributes = tuple[str, int]
 """What the search attributes show: the state (`running` or `idle`) and the turn count."""
 UPDATED = "attribute-updated"
 """Runs from before it publish no `ThreadlineUpdated`."""
+QUIET_PUBLISH = "publish-when-quiet"
+"""Runs from before it waited on a timer to publish the attributes after a burst of turns."""
 
 
 class Upkeep:
@@ -64,10 +67,15 @@ class Upkeep:
             await workflow.sleep(left, summary="idle close")
 
     def ended(self, outcome: TurnOutcome, inputs: Mapping[str, object] | None, attributes: Attributes) -> None:
-        """A turn ended: the idle period starts again, and the UI shows the exchange and the attributes."""
+        """A turn ended: the idle period starts again, and the UI shows the exchange and the attributes.
+
+        When nothing else runs or waits, the attributes are written now: a burst is over, and a timer
+        to write them later would cost the history two events (started, then cancelled by the next
+        send) where this write costs one."""
         self.touch()
         workflow.set_current_details(current_details(attributes[1], outcome, inputs))
-        self.publish(attributes)
+        quiet = attributes[0] == "idle" and self.enabled and attributes != self.shown
+        self.publish(attributes, force=quiet and workflow.patched(QUIET_PUBLISH))
 
     @staticmethod
     async def drained(arrived: Callable[[], bool]) -> None:

@@ -23,7 +23,7 @@ from threadline.http import ServiceSettings, create_codec_app
 from worker import build_worker
 
 MESSAGE_4K = "Tell me everything about the sea and its tides. " * 86
-MESSAGE_3K = "A message of three kilobytes, kept out of history. " * 60
+MESSAGE_12K = "A message of twelve kilobytes, kept out of history. " * 240
 OPEN = ServiceSettings(keys=(), max_body_bytes=10 * 1024 * 1024, cors_origins=())
 
 
@@ -80,7 +80,7 @@ async def test_the_temporal_cli_drives_a_conversation(client: Client, settings: 
         first = await cli.update("send", send("r-1", "Hello"))
         await cli.signal("turn", send("r-2", MESSAGE_4K))
         long = await cli.update("wait", "r-2", codec=True)
-        third = await cli.update("send", send("r-3", MESSAGE_3K), codec=True)
+        third = await cli.update("send", send("r-3", MESSAGE_12K), codec=True)
         again = await cli.update("send", send("r-1", "Hello"))
         refused = await cli.run(
             "workflow", "update", "execute", "--workflow-id", cli.workflow, "--name", "wait",
@@ -104,7 +104,7 @@ async def test_the_temporal_cli_drives_a_conversation(client: Client, settings: 
     assert ("stopped", placed["turn"]) == (stopped["state"], stopped["turn"])
     assert 4 == status["queryResult"][0]["turns"]
     assert any(encoding == "threadline/claim-check" for encoding, _ in raw)
-    assert not any(MESSAGE_3K in data for _, data in raw)
-    assert any(MESSAGE_3K in data for _, data in clear)
+    assert not any(MESSAGE_12K in data for _, data in raw)
+    assert any(MESSAGE_12K in data for _, data in clear)
     assert ("echo", 4) == (listed.program, listed.turns)
     assert [cli.workflow] == [row["execution"]["workflowId"] for row in json.loads(found.stdout)]

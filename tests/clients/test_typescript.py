@@ -21,7 +21,7 @@ from threadline.http import ServiceSettings, create_codec_app
 from worker import build_worker
 
 MESSAGE_4K = "Tell me everything about the sea and its tides. " * 86
-MESSAGE_3K = "A message of three kilobytes, kept out of history. " * 60
+MESSAGE_12K = "A message of twelve kilobytes, kept out of history. " * 240
 OPEN = ServiceSettings(keys=(), max_body_bytes=10 * 1024 * 1024, cors_origins=())
 
 
@@ -36,7 +36,7 @@ async def drive(settings: Settings, codec: str, cid: str) -> dict[str, Any]:
         "CONVERSATION": cid,
         "PROGRAM": "echo",
         "MESSAGE_4K": MESSAGE_4K,
-        "MESSAGE_3K": MESSAGE_3K,
+        "MESSAGE_12K": MESSAGE_12K,
     }
     node = await asyncio.create_subprocess_exec(
         "node", str(build / "drive.js"), env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
@@ -64,7 +64,7 @@ async def test_a_typescript_client_drives_a_conversation(client: Client, setting
     assert ("stopped", done["placed"]["turn"]) == (stopped["state"], stopped["turn"])
     assert 4 == done["status"]["turns"]
     sent = {s["request_id"]: s for s in done["history"]["sent"] if isinstance(s, dict)}
-    assert MESSAGE_3K == sent["r-3"]["inputs"]["message"]
+    assert MESSAGE_12K == sent["r-3"]["inputs"]["message"]
     assert CLAIM_CHECK_ENCODING.decode() in done["history"]["encodings"]
     assert done["listed"]
     assert ("echo", 4) == (listed.program, listed.turns)

@@ -31,7 +31,7 @@ from worker import build_worker
 JSON = {"content-type": "application/json"}
 """What the Temporal UI and CLI send with each codec request."""
 SECRET = "my card ends in 4242 and my dog is called Biscuit"
-LONG = "Tell me everything about the sea. " * 100
+LONG = "Tell me everything about the sea. " * 300  # over the claim check's 8 KB
 """About 3.4 KB: kept by the claim check too, so the payload store must hold it sealed."""
 
 

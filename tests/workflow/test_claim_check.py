@@ -1,4 +1,4 @@
-"""Bounded history whatever the inputs: payloads over 2 KB cross Temporal as references to the
+"""Bounded history whatever the inputs: payloads over 8 KB cross Temporal as references to the
 payload store (the claim check), so history per send stays a few KB at any input size."""
 
 from __future__ import annotations
@@ -92,3 +92,16 @@ async def test_a_database_keeps_the_payloads_every_host_shares(pg_spec: str, tmp
 
     assert [large] == decoded
     assert 0 == files(tmp_path)  # nothing was written to a folder
+
+
+async def test_an_ordinary_long_message_stays_in_history_a_very_long_one_does_not(tmp_path: Path) -> None:
+    """The threshold is where history is at risk (8 KB), not 2 KB: a 4 KB message crosses as plain
+    JSON any client reads; a 12 KB one crosses as a reference."""
+    codec = ClaimCheck(FolderBlobs(tmp_path))
+    four = Payload(metadata={"encoding": b"json/plain"}, data=b'"' + b"x" * 4096 + b'"')
+    twelve = Payload(metadata={"encoding": b"json/plain"}, data=b'"' + b"x" * 12_288 + b'"')
+
+    encoded = await codec.encode([four, twelve])
+
+    assert four == encoded[0]
+    assert CLAIM_CHECK_ENCODING == encoded[1].metadata["encoding"]

@@ -1,4 +1,5 @@
-"""The payload converter: pydantic's JSON, byte for byte, with one set of type adapters per process.
+"""The payload converter: pydantic's JSON, byte for byte (but for an outcome's answer, carried once),
+with one set of type adapters per process.
 
 The SDK makes a payload converter for every workflow instance; with pydantic's own, each cached
 conversation built and held its own adapters for the same types (a third of its Python objects, and
@@ -6,12 +7,13 @@ schema building in every new or replayed conversation's first workflow task)."""
 
 from __future__ import annotations
 
+import json
 import pickle
 from typing import Any
 
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from core.models import ConversationState, TurnSend
+from core.models import ConversationState, TurnOutcome, TurnSend
 from core.temporal import DATA_CONVERTER, PayloadConverter
 
 VALUES: list[Any] = [
@@ -48,3 +50,27 @@ def test_converters_made_for_two_workflows_share_their_type_adapters() -> None:
 
     assert json_adapter(two).cache_info().hits == before + 1
     assert json_adapter(copied) is json_adapter(one)
+
+
+async def test_an_outcome_crosses_temporal_with_its_answer_once() -> None:
+    """Across Temporal the answer is `outputs[answer]` alone; read back, `result` is there again, and
+    the outcome's own JSON (the HTTP service's) still has both."""
+    answer = "Five sixths."
+    outcome = TurnOutcome(request_id="r-1", state="done", outputs={"result": answer}, answer="result", result=answer)
+
+    [payload] = await DATA_CONVERTER.encode([outcome])
+    [back] = await DATA_CONVERTER.decode([payload], [TurnOutcome])
+
+    assert 1 == payload.data.decode().count("Five sixths.")
+    assert "result" not in json.loads(payload.data)
+    assert outcome == back
+    assert "Five sixths." == outcome.model_dump()["result"]
+
+
+async def test_an_answer_that_is_no_output_still_crosses() -> None:
+    """A program whose answer is none of its outputs keeps `result` on the wire."""
+    outcome = TurnOutcome(request_id="r-1", state="done", outputs={"topic": "tides"}, result={"topic": "tides", "n": 2})
+
+    [payload] = await DATA_CONVERTER.encode([outcome])
+
+    assert outcome == (await DATA_CONVERTER.decode([payload], [TurnOutcome]))[0]

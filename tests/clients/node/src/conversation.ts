@@ -11,12 +11,14 @@ export interface TurnSend {
 }
 
 export interface TurnOutcome {
+  state: "done" | "failed" | "stopped" | "abandoned" | "refused" | "waiting";
+  outputs: Record<string, unknown> | null; // the answer is outputs[answer]
+  error: { code: string; message: string } | null;
   request_id: string;
   turn: string | null;
   parent: string | null;
-  state: "done" | "failed" | "stopped" | "abandoned" | "refused" | "waiting";
-  outputs: Record<string, unknown> | null;
-  error: { code: string; message: string } | null;
+  answer: string | null; // which output is the answer: "result" for `tutor`
+  result?: unknown; // only when the answer is none of the outputs
 }
 
 export interface Begun {

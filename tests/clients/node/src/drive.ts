@@ -39,8 +39,8 @@ async function main(): Promise<void> {
   const chat = new Conversation(client, env("CONVERSATION"), env("PROGRAM"), "default", env("TASK_QUEUE"));
   const first = await chat.send({ request_id: "r-1", inputs: { message: "Hello" } }); // starts the conversation
   await chat.signal({ request_id: "r-2", inputs: { message: env("MESSAGE_4K") } }); // durable with no worker too
-  const long = await chat.wait("r-2"); // its answer, over 2 KB: kept by the claim check, read through the codec
-  const third = await chat.send({ request_id: "r-3", inputs: { message: env("MESSAGE_3K") } });
+  const long = await chat.wait("r-2"); // its answer, 4 KB: in history as it is, readable by any client
+  const third = await chat.send({ request_id: "r-3", inputs: { message: env("MESSAGE_12K") } }); // over 8 KB: kept by the claim check, read through the codec
   const again = await chat.send({ request_id: "r-1", inputs: { message: "Hello" } }); // the same turn as `first`
   const tooLong = await chat.send({ request_id: "r".repeat(201), inputs: { message: "x" } }).catch(codeOf);
   const placed = await chat.place({ request_id: "r-4", inputs: { message: "wait until stopped" } });

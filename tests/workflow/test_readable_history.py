@@ -1,0 +1,106 @@
+"""A history an operator reads without expanding JSON: each turn's events say what was sent and how it
+ended, and no timer is started and cancelled around every turn."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from typing import Any
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client
+
+from core.models import TurnSend
+from core.settings import Settings
+from core.temporal import workflow_id
+from threadline.client import connect
+from worker import build_worker
+from workflows._details import first_words, said
+from workflows.attributes import STATE_KEY, TURNS_KEY
+
+MESSAGES = (
+    "Where do the tides of the North Sea come from?",
+    "And why are there two high tides a day, not one?",
+    "Which coast has the highest tides in the world?",
+    "Thank you, that is all for today.",
+)
+STEADY_EVENTS_PER_TURN = 13
+"""A turn after the first: two workflow tasks (6), the update accepted and completed (2), placing
+(1 marker), the model call scheduled, started and completed (3), the search attributes written (1)."""
+
+
+async def events_of(client: Client, cid: str) -> list[HistoryEvent]:
+    return list((await client.get_workflow_handle(workflow_id("default", cid)).fetch_history()).events)
+
+
+def summary(event: HistoryEvent) -> str:
+    return str(json.loads(event.user_metadata.summary.data)) if event.HasField("user_metadata") else ""
+
+
+def outcome_json(event: HistoryEvent) -> str:
+    return event.workflow_execution_update_completed_event_attributes.outcome.success.payloads[0].data.decode()
+
+
+async def test_each_turn_says_what_was_sent_and_how_it_ended(client: Client, settings: Settings, cid: str) -> None:
+    """The model call's summary quotes the message's first words, and each send's outcome starts with
+    its state and its answer, which it carries once."""
+    async with build_worker(client, settings):
+        chat = (await connect(settings, client=client)).conversation("tutor", id=cid)
+        answers = [(await chat.predict(message)).result for message in MESSAGES[:3]]
+        events = await events_of(client, cid)
+
+    calls = [summary(e) for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+    completed = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED
+    outcomes = [outcome_json(e) for e in events if e.event_type == completed]
+    assert [f"turn {k + 1}: «{first_words(m)}»" for k, m in enumerate(MESSAGES[:3])] == calls
+    assert all(o.startswith('{"outputs":{"result":"(offline) You said: ') for o in outcomes)
+    assert all('"state":"done"' in o for o in outcomes)
+    assert [1, 1, 1] == [o.count(json.dumps(a)[1:-1]) for o, a in zip(outcomes, answers, strict=True)]
+
+
+async def test_no_timer_is_started_around_each_turn(client: Client, settings: Settings, cid: str) -> None:
+    """Turns in a row with the default attribute interval (10 s): the attributes are written as each
+    turn ends with nothing else to do, so the listing is current at once and no timer waits to write
+    them; every turn after the first adds the same few events."""
+    mine = dataclasses.replace(settings, attributes_every_s=10.0)
+    async with build_worker(client, mine):
+        chat = (await connect(mine, client=client)).conversation("tutor", id=cid)
+        await chat.predict(MESSAGES[0])
+        after_first = len(await events_of(client, cid))
+        for message in MESSAGES[1:]:
+            await chat.predict(message)
+        events = await events_of(client, cid)
+        attributes = await listed(client, cid, turns=len(MESSAGES))
+
+    timers = [summary(e) for e in events if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED]
+    assert ["idle close"] == timers
+    assert ("idle", len(MESSAGES)) == attributes
+    assert STEADY_EVENTS_PER_TURN * (len(MESSAGES) - 1) == len(events) - after_first
+
+
+async def listed(client: Client, cid: str, *, turns: int) -> tuple[Any, Any]:
+    """The state and turn count the search attributes show, once they show `turns` (or after 3 s)."""
+    handle = client.get_workflow_handle(workflow_id("default", cid))
+    for _ in range(30):
+        found = (await handle.describe()).typed_search_attributes
+        if found.get(TURNS_KEY) == turns:
+            break
+        await asyncio.sleep(0.1)
+    return found.get(STATE_KEY), found.get(TURNS_KEY)
+
+
+class TestFirstWords:
+    def test_a_short_text_is_shown_whole_on_one_line(self) -> None:
+        """Whitespace collapses; nothing is cut."""
+        assert "Hi, I am Sam." == first_words("Hi,\n  I am Sam.")
+
+    def test_a_long_text_is_cut_at_a_word(self) -> None:
+        """The cut ends at a word's end, without trailing punctuation, with an ellipsis."""
+        assert "Where do the tides of the North Sea come…" == first_words(MESSAGES[0] + " And more.", 44)
+
+    def test_a_send_without_a_message_shows_its_first_text_or_its_input_names(self) -> None:
+        """A program's other inputs stand in for the message."""
+        assert "«refund»" == said(TurnSend(request_id="r", inputs={"n": 3, "reason": "refund"}))
+        assert "(n)" == said(TurnSend(request_id="r", inputs={"n": 3}))
