@@ -25,6 +25,8 @@ SCHEDULED_WORKFLOW = "ScheduledTurn"
 """The workflow type a schedule's firing starts (`workflows/scheduled.py`)."""
 MIN_EVERY_S = 1.0
 """The shortest interval between firings, in seconds (Temporal's own floor)."""
+MAX_EVERY_S = 100 * 366 * 86400.0
+"""The longest interval between firings, in seconds (a century: any longer is no schedule)."""
 _NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME - 1}}}")
 _DURATION: TypeAdapter[timedelta] = TypeAdapter(timedelta)
 
@@ -106,8 +108,9 @@ class ScheduleWhen(Model):
     def _valid(self) -> ScheduleWhen:
         if (self.cron is None) == (self.every is None):
             raise ThreadlineError(ErrorCode.SCHEDULE_INVALID, "give either `cron` or `every`, not both or neither")
-        if self.every is not None and self.every < MIN_EVERY_S:
-            raise ThreadlineError(ErrorCode.SCHEDULE_INVALID, f"`every` is at least {MIN_EVERY_S:g} second")
+        if self.every is not None and not MIN_EVERY_S <= self.every <= MAX_EVERY_S:  # NaN too
+            message = f"`every` is {MIN_EVERY_S:g} second to a century"
+            raise ThreadlineError(ErrorCode.SCHEDULE_INVALID, message)
         if self.start and self.end and self.end <= self.start:
             raise ThreadlineError(ErrorCode.SCHEDULE_INVALID, "`end` comes after `start`")
         if self.timezone is not None:

@@ -113,9 +113,20 @@ async def test_every_answer_is_documented_and_coded(tl: Threadline, worker: Work
         chat = tl.conversation("tutor", id=cid)
         first = await chat.predict("a turn to aim at")
         real: Round = {"path_parameters": {"conversation_id": cid, "turn": first.id}, "query": {"store": "default"}}
-        found = await asyncio.to_thread(fuzz, spec, str(http.base_url).rstrip("/"), [{}, real, real])
+        try:
+            found = await asyncio.to_thread(fuzz, spec, str(http.base_url).rstrip("/"), [{}, real, real])
+        finally:
+            await delete_schedules(tl)
 
     assert [] == sorted(set(found))
+
+
+async def delete_schedules(tl: Threadline) -> None:
+    """Delete every schedule the fuzz made (of generated conversations too): a schedule of a second would
+    otherwise start a firing every second, for a worker that has stopped, for the rest of the session."""
+    client = await tl.temporal()
+    async for entry in await client.list_schedules():
+        await client.get_schedule_handle(entry.id).delete()
 
 
 HOSTILE: list[Any] = ["\ud800", "a\u0000b", float("nan"), float("inf"), 10**400]
@@ -132,6 +143,7 @@ BASES: dict[str, Any] = {
     "/v1/conversations/{conversation_id}/transcript": {"messages": [{"role": "user", "content": "hi"}]},
     "/v1/conversations/{conversation_id}/turns/{turn}/resume": {"results": {}},
     "/v1/conversations/{conversation_id}/turns/{turn}/approvals": {"verdict": "yes"},
+    "/v1/conversations/{conversation_id}/schedules": {"message": "hi", "cron": "0 0 1 1 *"},
     "/v1/codec/decode": {"payloads": [{"metadata": {"encoding": "anNvbi9wbGFpbg=="}, "data": "IkhpIg=="}]},
     "/v1/codec/encode": {"payloads": [{"metadata": {"encoding": "anNvbi9wbGFpbg=="}, "data": "IkhpIg=="}]},
 }
@@ -195,6 +207,7 @@ async def test_hostile_values_in_every_body_field_are_answered_with_a_code(
                     answer = await http.post(url, content=body, headers={"content-type": "application/json"})
                     where = f"POST {route} {'.'.join(map(str, path))}={body[-40:]!r} -> {answer.status_code}"
                     found.append(coding_problem(where, answer.status_code, answer.text))
+        await delete_schedules(tl)
     assert [] == [problem for problem in found if problem is not None]
 
 
