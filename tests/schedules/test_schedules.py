@@ -15,14 +15,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from temporalio.client import Client, ScheduleActionStartWorkflow
 from temporalio.worker import Worker
+from temporalio.workflow import _Definition
 
 from core.errors import ErrorCode, ThreadlineError
 from core.models import MAX_REQUEST_ID
 from core.schedules import Firing, ScheduledSend, firing_request_id
 from core.settings import Settings
 from core.temporal import workflow_id
+from threadline import contract
 from threadline.client import Conversation, Threadline
 from threadline.reading import Turn
+from workflows.scheduled import ScheduledTurnWorkflow
 
 FAR_CRON = "0 0 1 1 *"
 """Once a year at New Year: a schedule the tests fire with `trigger` alone."""
@@ -253,3 +256,13 @@ def test_a_firing_request_id_fits_whatever_the_name() -> None:
     assert "schedule/daily/2026-12-02T09:00:00Z" == short
     assert len(long) <= MAX_REQUEST_ID
     assert long != firing_request_id("e" * 200, at)
+
+
+def test_the_contract_names_the_firing_workflow_with_its_types() -> None:
+    """docs/schemas' `scheduled_turn` is the `ScheduledTurn` workflow as it is: its type, input and result."""
+    defn = _Definition.must_from_class(ScheduledTurnWorkflow)
+
+    assert contract.SCHEDULED["workflow_type"] == defn.name
+    assert [ScheduledSend] == defn.arg_types
+    assert Firing is defn.ret_type
+    assert {ScheduledSend: False, Firing: True}.items() <= contract.payload_models().items()
