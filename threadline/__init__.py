@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from core.context import ContextRule
     from core.errors import ErrorCode, ThreadlineError
     from core.models import TurnOutcome
+    from core.schedules import ScheduleInfo
     from core.settings import Settings
     from store.calls.metrics import Metric, metric
     from store.flows.manager import Flow, FlowBuilder
@@ -66,6 +67,7 @@ __all__ = [
     "Piece",
     "Program",
     "Reply",
+    "ScheduleInfo",
     "SendOptions",
     "Settings",
     "Threadline",
@@ -93,6 +95,7 @@ _HOMES = {
     "core.context": ("ContextRule",),
     "core.errors": ("ErrorCode", "ThreadlineError"),
     "core.models": ("TurnOutcome",),
+    "core.schedules": ("ScheduleInfo",),
     "core.settings": ("Settings",),
     "store.calls.metrics": ("Metric", "metric"),
     "store.flows.manager": ("Flow", "FlowBuilder"),

@@ -22,9 +22,11 @@ from core.models import MAX_REQUEST_ID
 from core.schedules import Firing, ScheduledSend, firing_request_id
 from core.settings import Settings
 from core.temporal import workflow_id
+from tests.support.kit import slow
 from threadline import contract
 from threadline.client import Conversation, Threadline
 from threadline.reading import Turn
+from worker import build_worker
 from workflows.scheduled import ScheduledTurnWorkflow
 
 FAR_CRON = "0 0 1 1 *"
@@ -266,3 +268,32 @@ def test_the_contract_names_the_firing_workflow_with_its_types() -> None:
     assert [ScheduledSend] == defn.arg_types
     assert Firing is defn.ret_type
     assert {ScheduledSend: False, Firing: True}.items() <= contract.payload_models().items()
+
+
+async def test_overlapping_firings_follow_the_conversations_sends_rule(
+    client: Client, settings: Settings, tl: Threadline, cid: str
+) -> None:
+    """Firings every second, turns of 2.5 s, `sends="refuse"`: a firing that meets a running turn is
+    refused `conversation-busy` (recorded nowhere), as any send would be."""
+    async with build_worker(client, slow(settings, 2.5)):
+        chat = tl.conversation("tutor", id=cid, sends="refuse")
+        await chat.schedule("Tick", every=1, id="busy")
+        await asyncio.sleep(4.5)
+        held = await chat.pause_schedule("busy")
+        await eventually(lambda: _settled(chat))
+        turns = await turns_of(chat)
+        codes = []
+        for at in held.recent:
+            try:
+                await chat.outcome(firing_request_id("busy", at))
+            except ThreadlineError as err:
+                codes.append(err.code)
+        await chat.delete_schedule("busy")
+
+    assert held.fired > len(turns) >= 1
+    assert {ErrorCode.CONVERSATION_BUSY} == set(codes)
+    assert len(codes) == held.fired - len(turns)
+
+
+async def _settled(chat: Conversation) -> bool:
+    return all(t.state != "running" for t in await turns_of(chat))
