@@ -36,6 +36,7 @@ from core.errors import ErrorCode, ThreadlineError
 from core.limits import MAX_NOTE, check_text
 from core.models import ConversationConfig
 from core.schedules import (
+    SCHEDULED_WORKFLOW,
     ScheduledSend,
     ScheduleInfo,
     ScheduleWhen,
@@ -197,9 +198,16 @@ async def _info(client: Client, described: ScheduleDescription, config: Conversa
     """A described schedule as `ScheduleInfo`: what it sends comes from its action's input, the timing
     as given from its memo."""
     action = described.schedule.action
-    assert isinstance(action, ScheduleActionStartWorkflow)  # every schedule made here starts a firing
+    memo = await described.memo()
+    if (
+        not isinstance(action, ScheduleActionStartWorkflow)
+        or action.workflow != SCHEDULED_WORKFLOW
+        or _WHEN not in memo
+    ):
+        message = f"schedule {name!r} was not made by Threadline (it starts no {SCHEDULED_WORKFLOW} firing)"
+        raise ThreadlineError(ErrorCode.SCHEDULE_UNKNOWN, message)
     [firing] = await client.data_converter.decode(action.args, [ScheduledSend])
-    timing: ScheduleWhen = await described.memo_value(_WHEN, type_hint=ScheduleWhen)
+    timing = ScheduleWhen.model_validate(memo[_WHEN])
     state, info = described.schedule.state, described.info
     return ScheduleInfo(
         id=name,

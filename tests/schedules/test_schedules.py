@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from temporalio.client import Client, ScheduleActionStartWorkflow
+from temporalio.client import Client, Schedule, ScheduleActionStartWorkflow, ScheduleSpec
 from temporalio.worker import Worker
 from temporalio.workflow import _Definition
 
@@ -297,3 +297,21 @@ async def test_overlapping_firings_follow_the_conversations_sends_rule(
 
 async def _settled(chat: Conversation) -> bool:
     return all(t.state != "running" for t in await turns_of(chat))
+
+
+async def test_a_foreign_schedule_under_the_conversations_id_is_no_schedule_of_it(
+    tl: Threadline, client: Client, settings: Settings, cid: str
+) -> None:
+    """A schedule another client made under the conversation's schedule ids, starting something else,
+    is `schedule-unknown` to it (not an internal error)."""
+    chat = tl.conversation("tutor", id=cid)
+    foreign = f"{workflow_id('default', cid)}/schedule/foreign"
+    action = ScheduleActionStartWorkflow("Other", "x", id=f"other-{cid}", task_queue=settings.task_queue)
+    spec = ScheduleSpec(cron_expressions=[FAR_CRON])
+    await client.create_schedule(foreign, Schedule(action=action, spec=spec))
+
+    with pytest.raises(ThreadlineError) as refused:
+        await chat.get_schedule("foreign")
+    await client.get_schedule_handle(foreign).delete()
+
+    assert ErrorCode.SCHEDULE_UNKNOWN == refused.value.code
