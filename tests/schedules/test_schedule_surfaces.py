@@ -109,7 +109,12 @@ async def test_a_body_that_is_no_schedule_is_refused(tl: Threadline, cid: str) -
         both = await http.post(base, json={"message": "x", "inputs": {"message": "x"}, "every": 60})
         loose = await http.patch(f"{base}/tick", json={"paused": "yes"})
         path = await http.get(f"{base}/..%2Fx")
+        window = {"start": "2030-01-01T00:00:00Z", "end": "2031-01-01T00:00:00+01:00"}
+        bounded = await http.post(base, json={"message": "x", "every": "PT1H", "id": "bounded", **window})
+        await http.delete(f"{base}/bounded")
 
     assert (422, "invalid-request") == (both.status_code, both.json()["error"]["code"])
     assert (422, "invalid-request") == (loose.status_code, loose.json()["error"]["code"])
     assert path.status_code in (404, 422)
+    assert (201, "2030-01-01T00:00:00Z") == (bounded.status_code, bounded.json()["start"])
+    assert "2030-01-01T00:00:00Z" == bounded.json()["next"][0]
