@@ -13,6 +13,7 @@ conversation deletes its schedules.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -108,7 +109,9 @@ class ScheduleMethods(Handle):
     async def schedules(self) -> list[ScheduleInfo]:
         """This conversation's schedules, by name (as Temporal lists them: a new one within a second)."""
         client = await self.tl.temporal()
-        return [await _describe(client, self.config, name) for name in await scheduled_names(client, self.config)]
+        names = await scheduled_names(client, self.config)
+        found = await asyncio.gather(*(_listed(client, self.config, name) for name in names))
+        return [info for info in found if info is not None]
 
     async def get_schedule(self, schedule: str) -> ScheduleInfo:
         """The schedule named `schedule` (`schedule-unknown` when this conversation has none)."""
@@ -183,6 +186,16 @@ def _made(firing: ScheduledSend, timing: ScheduleWhen, task_queue: str, *, pause
     policy = SchedulePolicy(overlap=ScheduleOverlapPolicy.ALLOW_ALL, catchup_window=CATCHUP_WINDOW)
     state = ScheduleState(paused=paused, note="made paused" if paused else None)
     return Schedule(action=action, spec=spec, policy=policy, state=state)
+
+
+async def _listed(client: Client, config: ConversationConfig, name: str) -> ScheduleInfo | None:
+    """A listed schedule, or None when it is gone since (listing lags) or is not Threadline's."""
+    try:
+        return await _describe(client, config, name)
+    except ThreadlineError as err:
+        if err.code != ErrorCode.SCHEDULE_UNKNOWN:
+            raise
+        return None
 
 
 async def _describe(client: Client, config: ConversationConfig, name: str) -> ScheduleInfo:

@@ -29,6 +29,9 @@ from threadline.http import create_app
 EXAMPLES = 20
 """Requests per route, mode and round: about 2,000 in all, bounded so the fuzz takes well under a minute."""
 QUICK = {"/v1/conversations/{conversation_id}/records/wait": {"timeout": 0.1}}
+SCHEDULE_EXAMPLES = 5
+"""Requests per schedule route, mode and round: each valid one makes a Temporal Schedule (some firing every
+second into the conversation), and listing describes every one, so more would only slow the fuzz."""
 """Query values fixed on every round: a long poll's generated timeouts would make the fuzz wait minutes."""
 CODES = frozenset(code.value for code in ErrorCode)
 
@@ -76,16 +79,17 @@ def fuzz(spec: dict[str, Any], base_url: str, rounds: list[Round]) -> list[str]:
                 strategy = operation.as_strategy(
                     generation_mode=mode, path_parameters=path or None, query=query or None
                 )
-                found += _examples(strategy, base_url, session)
+                examples = SCHEDULE_EXAMPLES if "/schedules" in operation.path else EXAMPLES
+                found += _examples(strategy, base_url, session, examples)
     return found
 
 
-def _examples(strategy: Any, base_url: str, session: requests.Session) -> list[str]:
+def _examples(strategy: Any, base_url: str, session: requests.Session, examples: int) -> list[str]:
     found: list[str] = []
 
     @given(case=strategy)
     @settings(
-        max_examples=EXAMPLES,
+        max_examples=examples,
         deadline=None,
         database=None,
         derandomize=True,

@@ -310,8 +310,16 @@ async def test_a_foreign_schedule_under_the_conversations_id_is_no_schedule_of_i
     spec = ScheduleSpec(cron_expressions=[FAR_CRON])
     await client.create_schedule(foreign, Schedule(action=action, spec=spec))
 
+    await eventually(lambda: _listed_by_temporal(client, foreign))
+
     with pytest.raises(ThreadlineError) as refused:
         await chat.get_schedule("foreign")
+    listed = await chat.schedules()
     await client.get_schedule_handle(foreign).delete()
 
     assert ErrorCode.SCHEDULE_UNKNOWN == refused.value.code
+    assert [] == listed
+
+
+async def _listed_by_temporal(client: Client, schedule: str) -> bool:
+    return schedule in [entry.id async for entry in await client.list_schedules()]
