@@ -27,6 +27,7 @@ from activities.llm import LLMActivities
 from activities.merges import MergeActivities
 from activities.observed import ObservedProvider
 from activities.providers import build_providers, new_http_client
+from activities.scheduling import ScheduleActivities
 from activities.starting import StartActivities
 from activities.toolcalls import ToolActivities
 from activities.transcript import TranscriptActivities
@@ -51,6 +52,7 @@ from store.programs.program import load_programs
 from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 from workflows.conversation import ConversationWorkflow
 from workflows.evaluation import EvaluationWorkflow
+from workflows.scheduled import ScheduledTurnWorkflow
 
 logger = structlog.get_logger(__name__)
 
@@ -104,8 +106,10 @@ def build_worker(
     return Worker(
         client,
         task_queue=settings.task_queue,
-        workflows=[ConversationWorkflow, EvaluationWorkflow],
-        activities=activities_of(transcript, llm, merges, evaluations, flows, records, tools, waiting, starts),
+        workflows=[ConversationWorkflow, EvaluationWorkflow, ScheduledTurnWorkflow],
+        activities=activities_of(
+            transcript, llm, merges, evaluations, flows, records, tools, waiting, starts, ScheduleActivities()
+        ),
         max_concurrent_activities=200,
         max_cached_workflows=settings.workflow_cache,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,

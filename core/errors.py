@@ -57,6 +57,9 @@ class ErrorCode(StrEnum):
     CANCELLED = "cancelled"
     STEP_LIMIT = "step-limit"
     PAYLOAD_KEY_UNKNOWN = "payload-key-unknown"
+    SCHEDULE_UNKNOWN = "schedule-unknown"
+    SCHEDULE_INVALID = "schedule-invalid"
+    SCHEDULE_EXISTS = "schedule-exists"
     INTERNAL = "internal"
 
     @classmethod

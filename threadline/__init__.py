@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from core.context import ContextRule
     from core.errors import ErrorCode, ThreadlineError
     from core.models import TurnOutcome
+    from core.schedules import ScheduleInfo
     from core.settings import Settings
     from store.calls.metrics import Metric, metric
     from store.flows.manager import Flow, FlowBuilder
@@ -68,6 +69,7 @@ __all__ = [
     "Program",
     "Queued",
     "Reply",
+    "ScheduleInfo",
     "SendOptions",
     "Settings",
     "Threadline",
@@ -95,6 +97,7 @@ _HOMES = {
     "core.context": ("ContextRule",),
     "core.errors": ("ErrorCode", "ThreadlineError"),
     "core.models": ("TurnOutcome",),
+    "core.schedules": ("ScheduleInfo",),
     "core.settings": ("Settings",),
     "store.calls.metrics": ("Metric", "metric"),
     "store.flows.manager": ("Flow", "FlowBuilder"),

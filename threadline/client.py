@@ -48,6 +48,7 @@ from .handle import finished
 from .listing import Listing
 from .options import ConversationKeywords, ConversationOptions, SendOptions
 from .reading import Page, Turn, find_turn, history, to_turn
+from .scheduling import ScheduleMethods
 from .turnstream import Piece, TextWatch, TurnHandle, TurnStream
 
 if TYPE_CHECKING:
@@ -158,8 +159,9 @@ class Threadline(Listing):
         return Conversation(self, config)
 
 
-class Conversation(FlowMethods):
-    """One conversation: send turns, read them, stop them, branch, move the head; guided flows (`FlowMethods`)."""
+class Conversation(FlowMethods, ScheduleMethods):
+    """One conversation: send turns, read them, stop them, branch, move the head; guided flows (`FlowMethods`),
+    scheduled turns (`ScheduleMethods`)."""
 
     tl: Threadline
 
@@ -368,10 +370,10 @@ class Conversation(FlowMethods):
         turns stop, and the run ends; the records stay, and the next send reopens it.
 
         With no worker to do that, the run is terminated instead (`forced`): its queued sends are then
-        answered by Temporal's termination, not by the workflow.
+        answered by Temporal's termination, not by the workflow. Its schedules are deleted.
 
         Raises:
-            ThreadlineError: `conversation-not-found` when there are neither records nor a workflow.
+            ThreadlineError: `conversation-not-found` when there are neither records, a workflow nor schedules.
         """
         return await closing.close(self.delivery, await self._read())
 

@@ -1,11 +1,13 @@
 """Stopping a conversation's turns and closing its workflow (`chat.stop()`, `chat.close()`).
 
 A stop is a `stop` signal, durable while no worker runs; a close is the `close` update, or, with no
-worker to run it, Temporal's termination. Neither touches the records: the next send reopens.
+worker to run it, Temporal's termination. Neither touches the records: the next send reopens. A close
+also deletes the conversation's schedules (a schedule ends with its conversation).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +20,7 @@ from store.log.state import Log
 from .crossing import crossing
 from .delivery import Delivery
 from .reading import find_turn
+from .scheduling import end_schedules
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +31,8 @@ class Closing:
     was_open: bool
     forced: bool = False
     answered: int = 0
+    schedules: int = 0
+    """How many of its schedules were deleted."""
 
 
 async def stop(delivery: Delivery, log: Log, turn: str | None) -> None:
@@ -43,7 +48,19 @@ async def stop(delivery: Delivery, log: Log, turn: str | None) -> None:
 
 
 async def close(delivery: Delivery, log: Log) -> Closing:
-    """Close the workflow of the conversation whose log is `log`; see `Conversation.close`."""
+    """Close the workflow of the conversation whose log is `log` and end its schedules; see `Conversation.close`."""
+    try:
+        closing = await _close(delivery, log)
+    except ThreadlineError as err:
+        if err.code != ErrorCode.CONVERSATION_NOT_FOUND:
+            raise
+        if not (ended := await end_schedules(delivery)):
+            raise
+        return Closing(was_open=False, schedules=ended)  # nothing recorded yet, only schedules
+    return dataclasses.replace(closing, schedules=await end_schedules(delivery))
+
+
+async def _close(delivery: Delivery, log: Log) -> Closing:
     handle = await delivery.workflow()
     if not await delivery.is_open():
         if not log.n:

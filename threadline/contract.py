@@ -30,6 +30,7 @@ from core.models import (
     TurnSend,
 )
 from core.records_models import ImportResult, ImportSend, SetupResult, SetupSend
+from core.schedules import SCHEDULED_WORKFLOW, Firing, ScheduledSend
 from core.settings import DEFAULT_TASK_QUEUE
 from core.toolmodels import ActResult, TurnAction
 from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
@@ -57,6 +58,13 @@ UPDATES: dict[str, tuple[Any, Any]] = {
 }
 """Each update's argument and answer (None: it takes none, or answers null)."""
 QUERIES: dict[str, type[BaseModel]] = {"status": ConversationStatus, "flows": FlowStatus}
+SCHEDULED: dict[str, Any] = {
+    "workflow_type": SCHEDULED_WORKFLOW,
+    "workflow_id": "conversation/{store}/{conversation}/schedule/{schedule}-<scheduled time>",
+    "schedule_id": "conversation/{store}/{conversation}/schedule/{schedule}",
+    "request_id": "schedule/{schedule}/<scheduled time, UTC, to the second: 2026-12-02T09:00:00Z>",
+}
+"""A schedule's firing (docs/workflow.md, scheduled turns): started by a Temporal Schedule, it sends one turn."""
 
 
 def _is_model(kind: Any) -> bool:
@@ -90,6 +98,11 @@ def contract() -> dict[str, Any]:
         "search_attributes": {
             key.name: key.indexed_value_type.name.removeprefix("INDEXED_VALUE_TYPE_") for key in SEARCH_ATTRIBUTE_KEYS
         },
+        "scheduled_turn": {
+            **SCHEDULED,
+            "input": _ref(ScheduledSend, answer=False),
+            "result": _ref(Firing, answer=True),
+        },
     }
 
 
@@ -100,7 +113,7 @@ def payload_models() -> dict[type[BaseModel], bool]:
     for arg, result in UPDATES.values():
         found |= {arg: False} if _is_model(arg) else {}
         found |= {result: True} if _is_model(result) else {}
-    return found | {kind: True for kind in QUERIES.values()}
+    return found | {kind: True for kind in QUERIES.values()} | {ScheduledSend: False, Firing: True}
 
 
 def schemas() -> dict[str, dict[str, Any]]:

@@ -21,6 +21,7 @@ from typing import Final, ParamSpec, TypeVar
 
 from temporalio.client import (
     RPCTimeoutOrCancelledError,
+    ScheduleAlreadyRunningError,
     WorkflowContinuedAsNewError,
     WorkflowFailureError,
     WorkflowQueryFailedError,
@@ -95,9 +96,26 @@ def _rpc(err: RPCError) -> ThreadlineError:
     return Unreached(message, status=err.status.name)
 
 
+Refusal = Callable[[str, str], "ThreadlineError | None"]
+"""How a caller words Temporal's refusal of its own kind of call: given the RPC status name (or
+`ALREADY_EXISTS`) and Temporal's message, its coded error, or None to leave it to `error_of`."""
+
+
+def _status(err: BaseException) -> tuple[str, str] | None:
+    if isinstance(err, ScheduleAlreadyRunningError):
+        return RPCStatusCode.ALREADY_EXISTS.name, str(err)
+    if isinstance(err, RPCError):
+        return err.status.name, err.message
+    return None
+
+
 class crossing:  # noqa: N801 - used as a statement, like contextlib's `suppress`
     """A block of calls into Temporal: any exception it raises leaves as `error_of(exc)` (cancellation
-    passes untouched: it is no `Exception`)."""
+    passes untouched: it is no `Exception`), or as what `refusal` makes of a refusal it words itself
+    (a schedule that is not there is `schedule-unknown`, not a conversation not found)."""
+
+    def __init__(self, refusal: Refusal | None = None) -> None:
+        self._refusal = refusal
 
     def __enter__(self) -> None:
         return None
@@ -106,6 +124,9 @@ class crossing:  # noqa: N801 - used as a statement, like contextlib's `suppress
         self, kind: type[BaseException] | None, exc: BaseException | None, trace: TracebackType | None
     ) -> None:
         if isinstance(exc, Exception) and not isinstance(exc, ThreadlineError):
+            status = _status(exc)
+            if self._refusal is not None and status is not None and (worded := self._refusal(*status)) is not None:
+                raise worded from None
             raise error_of(exc) from None
 
 

@@ -30,6 +30,9 @@ from threadline.http.openai_errors import is_protocol
 EXAMPLES = 20
 """Requests per route, mode and round: about 2,000 in all, bounded so the fuzz takes well under a minute."""
 QUICK = {"/v1/conversations/{conversation_id}/records/wait": {"timeout": 0.1}}
+SCHEDULE_EXAMPLES = 5
+"""Requests per schedule route, mode and round: each valid one makes a Temporal Schedule (some firing every
+second into the conversation), and listing describes every one, so more would only slow the fuzz."""
 """Query values fixed on every round: a long poll's generated timeouts would make the fuzz wait minutes."""
 CODES = frozenset(code.value for code in ErrorCode)
 PROTOCOL_CODES = frozenset(
@@ -86,16 +89,17 @@ def fuzz(spec: dict[str, Any], base_url: str, rounds: list[Round]) -> list[str]:
                 strategy = operation.as_strategy(
                     generation_mode=mode, path_parameters=path or None, query=query or None
                 )
-                found += _examples(strategy, base_url, session)
+                examples = SCHEDULE_EXAMPLES if "/schedules" in operation.path else EXAMPLES
+                found += _examples(strategy, base_url, session, examples)
     return found
 
 
-def _examples(strategy: Any, base_url: str, session: requests.Session) -> list[str]:
+def _examples(strategy: Any, base_url: str, session: requests.Session, examples: int) -> list[str]:
     found: list[str] = []
 
     @given(case=strategy)
     @settings(
-        max_examples=EXAMPLES,
+        max_examples=examples,
         deadline=None,
         database=None,
         derandomize=True,
@@ -124,9 +128,20 @@ async def test_every_answer_is_documented_and_coded(tl: Threadline, worker: Work
         first = await chat.predict("a turn to aim at")
         ids = {"conversation_id": cid, "turn": first.id, "response_id": f"{first.id}~{cid}"}
         real: Round = {"path_parameters": ids, "query": {"store": "default"}}
-        found = await asyncio.to_thread(fuzz, spec, str(http.base_url).rstrip("/"), [{}, real, real])
+        try:
+            found = await asyncio.to_thread(fuzz, spec, str(http.base_url).rstrip("/"), [{}, real, real])
+        finally:
+            await delete_schedules(tl)
 
     assert [] == sorted(set(found))
+
+
+async def delete_schedules(tl: Threadline) -> None:
+    """Delete every schedule the fuzz made (of generated conversations too): a schedule of a second would
+    otherwise start a firing every second, for a worker that has stopped, for the rest of the session."""
+    client = await tl.temporal()
+    async for entry in await client.list_schedules():
+        await client.get_schedule_handle(entry.id).delete()
 
 
 HOSTILE: list[Any] = ["\ud800", "a\u0000b", float("nan"), float("inf"), 10**400]
@@ -143,6 +158,7 @@ BASES: dict[str, Any] = {
     "/v1/conversations/{conversation_id}/transcript": {"messages": [{"role": "user", "content": "hi"}]},
     "/v1/conversations/{conversation_id}/turns/{turn}/resume": {"results": {}},
     "/v1/conversations/{conversation_id}/turns/{turn}/approvals": {"verdict": "yes"},
+    "/v1/conversations/{conversation_id}/schedules": {"message": "hi", "cron": "0 0 1 1 *"},
     "/v1/codec/decode": {"payloads": [{"metadata": {"encoding": "anNvbi9wbGFpbg=="}, "data": "IkhpIg=="}]},
     "/v1/codec/encode": {"payloads": [{"metadata": {"encoding": "anNvbi9wbGFpbg=="}, "data": "IkhpIg=="}]},
     "/openai/v1/conversations": {"metadata": {"k": "v"}},
@@ -213,6 +229,7 @@ async def test_hostile_values_in_every_body_field_are_answered_with_a_code(
                     where = f"POST {route} {'.'.join(map(str, path))}={body[-40:]!r} -> {answer.status_code}"
                     protocol = is_protocol(route)
                     found.append(coding_problem(where, answer.status_code, answer.text, protocol=protocol))
+        await delete_schedules(tl)
     assert [] == [problem for problem in found if problem is not None]
 
 

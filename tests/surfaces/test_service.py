@@ -223,7 +223,7 @@ async def test_closing_ends_the_workflow_and_keeps_the_records(
     after = (await send(http, cid, message="after", wait=True)).json()
 
     expected = {"conversation": cid, "closed": True, "records_kept": True, "was_open": True, "forced": False}
-    assert (200, expected | {"answered": 0, "status": "deleted"}) == (closed.status_code, closed.json())
+    assert (200, expected | {"answered": 0, "schedules": 0, "status": "deleted"}) == (closed.status_code, closed.json())
     assert WorkflowExecutionStatus.COMPLETED == description.status
     assert ("done", first) == (after["state"], after["parent"])
 

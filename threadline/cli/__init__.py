@@ -13,6 +13,7 @@ conversations from the shell.
     threadline flow start alex order           # a guided flow: its first prompt; messages then answer it
     threadline list --state idle               # conversations from Temporal visibility
     threadline approve shop-1 TURN [--deny]    # answer what a waiting turn asks; it goes on by itself
+    threadline schedule add alex "Any news?" --every PT1H   # a turn sent on a schedule
     threadline serve --port 8000               # the HTTP service
     threadline store copy default postgresql://db/threadline   # a folder store into PostgreSQL
 
@@ -40,6 +41,7 @@ from . import (
     conversation_commands,
     flow_commands,
     learning_commands,
+    schedule_commands,
     serving,
     store_commands,
 )
@@ -114,4 +116,5 @@ def build_parser() -> argparse.ArgumentParser:
     learning_commands.add_commands(commands, common)
     flow_commands.add_commands(commands, common)
     acting_commands.add_commands(commands, common)
+    schedule_commands.add_commands(commands, common)
     return parser

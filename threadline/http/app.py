@@ -34,6 +34,7 @@ from .limits import DEFAULT_LIMITS, Limits, timed_protocol
 from .middleware import APIKey, Auth, BodyLimit, RequestLog, on_error, on_http_error
 from .records import router as records
 from .routes import probes, router
+from .schedules import scheduling
 from .status import STATUS
 from .tracing import Traced
 from .turn_routes import acting
@@ -104,7 +105,7 @@ def _key_lines(path: Path) -> list[str]:
 
 
 _CORS: dict[str, Any] = {
-    "allow_methods": ["GET", "POST", "DELETE"],
+    "allow_methods": ["GET", "POST", "PATCH", "DELETE"],
     # X-Namespace: the Temporal UI names its namespace on every codec request.
     "allow_headers": ["Authorization", "Content-Type", "Last-Event-ID", "X-Request-ID", "X-Namespace"],
     "expose_headers": ["X-Request-ID", "Location"],
@@ -162,6 +163,7 @@ def create_app(
     app.include_router(acting)
     app.include_router(openai_conversations.router)
     app.include_router(openai_responses.router)
+    app.include_router(scheduling)
     app.include_router(probes)
     codec.install(app, tl.settings)
     return guarded(app, app.state.config)

@@ -260,6 +260,8 @@ class Closed(BaseModel):
     """No worker ran, so the open run was terminated rather than closed by the workflow."""
     answered: int = 0
     """Queued sends answered `conversation-closed`."""
+    schedules: int = 0
+    """Its schedules, deleted with it."""
     status: str = "deleted"
     """The article's answer; the records are kept all the same (`records_kept`)."""
 

@@ -250,9 +250,15 @@ async def get_history(chat: Known, recent: Annotated[int, Query(ge=0, le=100)] =
 async def close_conversation(chat: Chat) -> m.Closed:
     """Close the conversation's workflow: queued sends are answered `conversation-closed` and running
     turns stop (terminated only when no worker runs). Answers the article's `{"status": "deleted"}`: its
-    records are kept all the same (`records_kept`), and a new turn reopens it."""
+    records are kept all the same (`records_kept`), and a new turn reopens it. Its schedules are deleted."""
     closing = await chat.close()
-    return m.Closed(conversation=chat.id, was_open=closing.was_open, forced=closing.forced, answered=closing.answered)
+    return m.Closed(
+        conversation=chat.id,
+        was_open=closing.was_open,
+        forced=closing.forced,
+        answered=closing.answered,
+        schedules=closing.schedules,
+    )
 
 
 # ----- probes
