@@ -21,7 +21,7 @@ from functools import cached_property
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, cast
 
 from core.errors import ErrorCode, ThreadlineError
-from core.models import HelperMemory
+from core.models import ConversationConfig, HelperMemory
 from store.records import FORMAT, Record
 
 from .program import Program, _input_type, kept_fields
@@ -187,11 +187,34 @@ class CodeProgram(Program):
                 found[value.name] = value
         return found
 
+    def conversations(self) -> list[ConversationConfig]:
+        """The conversation handles its code reaches by name (in its globals or closure, or one level
+        inside a list, tuple, set or dict held there), read now: a handle may be put there after the
+        program is defined."""
+        if self.body is None:
+            return []
+        space = {**getattr(self.body, "__globals__", {}), **_closure(self.body)}
+        found: list[ConversationConfig] = []
+        for name in set(_names(getattr(self.body, "__code__", None))):
+            value = space.get(name)
+            held = list(value.values()) if isinstance(value, dict) else value
+            held = held if isinstance(held, list | tuple | set | frozenset) else [value]
+            for item in list(held)[:_REACHED]:
+                config = getattr(item, "config", None)
+                if isinstance(config, ConversationConfig):
+                    found.append(config)
+        return found
+
     def record(self, at: str) -> dict[str, Any]:
         """The `program` record of a module: no `signature` (docs/format-1.md 2.2)."""
         head = {"functai_conversation": FORMAT, "kind": "program", "at": at, "version": self.version, "name": self.name}
         body = {"program_kind": "module", "module": self.module, "interface": self.interface}
         return {**head, **body, "fields": self.field_records(), "answer": self.answer}
+
+
+_REACHED = 1000
+"""How many items of a container the code reaches are looked at for handles: a module's large data list
+would otherwise be walked on every send."""
 
 
 def _untyped(hint: Any) -> bool:
@@ -225,13 +248,21 @@ def _source(fn: Callable[..., Any]) -> str:
         return fn.__qualname__  # defined where no source is kept (exec)
 
 
-def refuse(program: Program, *, remembers: Mapping[str, HelperMemory], persistent: bool = True) -> None:
+def refuse(
+    program: Program,
+    *,
+    remembers: Mapping[str, HelperMemory],
+    persistent: bool = True,
+    within: ConversationConfig | None = None,
+) -> None:
     """Refuse a conversation that cannot keep `program`'s turns, before anything is recorded.
 
     Raises:
         ThreadlineError: `conversation-opaque` (a field with no type), `conversation-content` (its
-            `log_content` keeps a field out of every record, and the store keeps records), or
-            `invalid-request` (`remembers` names a helper its code does not call, or it has no code).
+            `log_content` keeps a field out of every record, and the store keeps records),
+            `invalid-request` (`remembers` names a helper its code does not call, or it has no code), or
+            `conversation-nested` (its code reaches another conversation than `within` that `remembers`
+            does not declare `own`).
     """
     opaque = getattr(program, "opaque", ())
     if opaque:
@@ -247,6 +278,33 @@ def refuse(program: Program, *, remembers: Mapping[str, HelperMemory], persisten
             known = ", ".join(sorted(helpers)) or "none"
             message = f"remembers names {name!r}, which {program.name} does not call (its AI functions: {known})"
             raise ThreadlineError(ErrorCode.INVALID_REQUEST, message)
+    if within is not None and isinstance(program, CodeProgram):
+        _refuse_nested(program, remembers, within)
+
+
+def _refuse_nested(program: CodeProgram, remembers: Mapping[str, HelperMemory], within: ConversationConfig) -> None:
+    """The check a turn's code makes when it sends, made before the turn is placed for the conversations
+    the code reaches by name, so a refused turn records nothing."""
+    for inner in program.conversations():
+        refuse_nested(remembers, within, inner.program, inner.store, inner.conversation)
+
+
+def refuse_nested(
+    remembers: Mapping[str, HelperMemory], within: ConversationConfig, program: str, store: str, conversation: str
+) -> None:
+    """Refuse a send to `conversation` (of `program`) from a turn of `within`, unless it is that same
+    conversation or `remembers` declares its program `own`.
+
+    Raises:
+        ThreadlineError: `conversation-nested`.
+    """
+    if (store, conversation) == (within.store, within.conversation):
+        return
+    declared = remembers.get(program)
+    if declared is None or declared.mode != "own":
+        message = f"conversation {conversation} ({program}) is used inside a turn of {within.conversation};"
+        message += f" declare it with remembers={{{program!r}: 'own'}}"
+        raise ThreadlineError(ErrorCode.CONVERSATION_NESTED, message, conversation=conversation)
 
 
 def remembered(remembers: Mapping[str, HelperMemory], helper: str) -> HelperMemory | None:
