@@ -10,7 +10,9 @@ reads the conversation so far there. Nothing here runs a model.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import inspect
 import textwrap
@@ -24,6 +26,7 @@ from core.errors import ErrorCode, ThreadlineError
 from core.models import ConversationConfig, HelperMemory
 from store.records import FORMAT, Record
 
+from .alone import Alone, alone
 from .program import Program, _input_type, kept_fields
 from .shape import hash_json, type_hints
 
@@ -69,6 +72,27 @@ class TurnCalls(Protocol):
 _RUNNING: ContextVar[TurnCalls | None] = ContextVar("threadline_code_turn", default=None)
 
 
+class _AloneTurn:
+    """The turn a program's body runs in when it is called on its own: its helpers answer through `Alone`
+    (awaitable on the event loop of an async body), nothing earlier, nothing recorded."""
+
+    def __init__(self, alone: Alone, loop: asyncio.AbstractEventLoop | None) -> None:
+        self.alone, self.loop = alone, loop
+
+    def ask(self, helper: Program, inputs: dict[str, Any]) -> Any:
+        try:
+            on_loop = asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            on_loop = False
+        return self.alone.answer(helper, inputs) if on_loop else self.alone.ask(helper, inputs)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return []
+
+    def nested(self, program: str, store: str, conversation: str) -> None:
+        """Called on its own, a program is in no conversation: any other one is its to use."""
+
+
 def running() -> TurnCalls | None:
     """The turn a program's body runs in now, or None."""
     return _RUNNING.get()
@@ -99,29 +123,17 @@ class AIFunction(Program, Generic[P, R]):
     """
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        return cast(R, _turn(self).ask(self, self.given(args, kwargs)))
+        calls = _RUNNING.get()
+        if calls is None:  # on its own: the model answers, nothing is recorded
+            return cast(R, alone(self.name).ask(self, self.given(args, kwargs)))
+        return cast(R, calls.ask(self, self.given(args, kwargs)))
 
     async def acall(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        """The answer, in an async program's code."""
-        return cast(R, await _turn(self).ask(self, self.given(args, kwargs)))
-
-    def given(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The inputs of a call by name (positional ones in the order of the inputs)."""
-        names = [name for name, _ in self.inputs]
-        if len(args) > len(names):
-            raise ThreadlineError(ErrorCode.INPUTS_INVALID, f"{self.name} takes {len(names)} input(s)")
-        twice = sorted(set(names[: len(args)]) & set(kwargs))
-        if twice:
-            raise ThreadlineError(ErrorCode.INPUTS_INVALID, f"{self.name}: two values for {twice[0]!r}")
-        return {**dict(zip(names, args, strict=False)), **kwargs}
-
-
-def _turn(helper: Program) -> TurnCalls:
-    calls = _RUNNING.get()
-    if calls is None:
-        message = f"{helper.name} answers inside a program's turn on a worker; call it from a program's code"
-        raise ThreadlineError(ErrorCode.TURN_STATE, message)
-    return calls
+        """The answer, in an async program's code (or on any event loop, on its own)."""
+        calls = _RUNNING.get()
+        if calls is None:
+            return cast(R, await alone(self.name).answer(self, self.given(args, kwargs)))
+        return cast(R, await calls.ask(self, self.given(args, kwargs)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +145,29 @@ class CodeProgram(Program):
     opaque: tuple[str, ...] = ()
 
     kind = "module"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the body on its own (outside any conversation): its helpers answer, nothing is recorded;
+        an async body gives a coroutine. Inside a turn, the body runs in that turn."""
+        if self.body is None:
+            raise ThreadlineError(ErrorCode.PROGRAM_INVALID, f"{self.name} has no code to run")
+        body = self.body
+        if _RUNNING.get() is not None:
+            return body(*args, **kwargs)
+        if inspect.iscoroutinefunction(body):
+            return self._async_alone(body, args, kwargs)
+        with running_in(_AloneTurn(alone(self.name), None)):
+            return body(*args, **kwargs)
+
+    async def acall(self, *args: Any, **kwargs: Any) -> Any:
+        """`__call__` on an event loop: an async body awaited, a sync one run on a thread of its own."""
+        if inspect.iscoroutinefunction(self.body):
+            return await self(*args, **kwargs)
+        return await asyncio.to_thread(contextvars.copy_context().run, self, *args, **kwargs)
+
+    async def _async_alone(self, body: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        with running_in(_AloneTurn(alone(self.name), asyncio.get_running_loop())):
+            return await body(*args, **kwargs)
 
     @classmethod
     def from_code(

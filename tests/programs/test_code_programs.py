@@ -259,14 +259,6 @@ async def until(done: Any, within: float = 30.0) -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_a_helper_answers_only_inside_a_turn() -> None:
-    """Called outside a program's turn, a helper has no model to ask: `turn-state`."""
-    with pytest.raises(ThreadlineError) as outside:
-        support_programs.answer("hello", "shipping")
-
-    assert ErrorCode.TURN_STATE == outside.value.code
-
-
 async def test_a_history_with_code_turns_replays(desk: Threadline, client: Client, cid: str) -> None:
     """Turns of a program with code, a refusal and a failed turn, replayed from their history."""
     chat = desk.conversation("support", id=cid, remembers={"answer": "conversation"})
