@@ -27,7 +27,7 @@ from store.records import uuid7
 
 from .handle import Handle
 from .options import SendOptions
-from .transcript import FlowView, flow_view, messages_of
+from .transcript import FlowView, flow_view, messages_of, user_count
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +38,7 @@ class Reply:
     """What the flow said (a prompt, a re-prompt, its closing words), else the program's answer."""
     turn: str | None
     turn_count: int
-    """Turns on the branch, from the first to this one."""
+    """The user messages on the branch, from the first to this one (the article's count)."""
     in_flow: bool = False
     flow_completed: bool = False
     flow_data: dict[str, Any] | None = None
@@ -73,7 +73,7 @@ class FlowMethods(Handle):
             why = f": {outcome.error.message}" if outcome.error else ""
             raise ThreadlineError(code, f"the message ended {outcome.state}{why}")
         self._follow(outcome.turn)
-        count = len((await self._read()).branch(outcome.turn))
+        count = user_count(await self._read(), outcome.turn)
         flow = outcome.flow
         if flow is None:
             return Reply(outcome.result, outcome.turn, count, outcome=outcome)

@@ -99,6 +99,12 @@ def messages_of(log: Log, tip: str | None) -> list[dict[str, Any]]:
     return out
 
 
+def user_count(log: Log, tip: str | None) -> int:
+    """The article's `turn_count`: the user messages on the branch through `tip` (an imported assistant
+    message, a flow's start and its first prompt are none)."""
+    return sum(m["role"] == "user" for m in messages_of(log, tip))
+
+
 def program_of(log: Log) -> str:
     """The conversation's program: the one its setup names, else its newest turn's (flows' turns aside)."""
     found = setup_of(log)
@@ -128,7 +134,7 @@ def article_view(log: Log, conversation: str) -> dict[str, Any]:
     flow = flow_view(log)
     return {
         "conversation_id": conversation,
-        "turn_count": len(log.branch(log.head)),
+        "turn_count": user_count(log, log.head),
         **overview(log),
         "messages": messages_of(log, log.head),
         "flow": flow.as_dict() if flow.state is not None else None,

@@ -21,7 +21,7 @@ from fastapi.security import HTTPBearer
 
 from threadline.client import Conversation
 from threadline.listing import MAX_LIMIT, ListedState
-from threadline.transcript import program_of
+from threadline.transcript import program_of, user_count
 
 from . import article_bodies as a
 from . import bodies as m
@@ -110,4 +110,4 @@ async def import_transcript(chat: Known, body: a.TranscriptRequest) -> a.Importe
     messages = [{"role": msg.role, "content": msg.content} for msg in body.messages]
     turns = await mine.add_messages(messages, request_id=body.request_id)
     log = await _log(mine)
-    return a.Imported(turns=turns, turn_count=len(log.branch(turns[-1] if turns else log.head)))
+    return a.Imported(turns=turns, turn_count=user_count(log, turns[-1] if turns else log.head))
