@@ -85,7 +85,8 @@ class FlowMethods(Handle):
         return flow_view(await self._read())
 
     async def messages(self) -> list[dict[str, Any]]:
-        """The branch to this handle's head as the article's messages: `{"role", "content", "timestamp"}`."""
+        """The branch to this handle's head as the article's messages: `{"role", "content", "timestamp"}`, a
+        turn's tool exchanges as the assistant's `tool_calls` and `role: "tool"` messages."""
         log = await self._read()
         return messages_of(log, view_head(log, self.view))
 
