@@ -167,9 +167,11 @@ def turn_record(
     request_id: str | None = None,
     settings: Mapping[str, Any] | None = None,
     context: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, Any] | None = None,
     at: str | None = None,
 ) -> Record:
-    """A `turn` record: a turn is sent (written with its first `lease`)."""
+    """A `turn` record: a turn is sent (written with its first `lease`); `metadata` is Threadline's
+    (the message's own, which functai ignores)."""
     out = _base("turn", turn, at)
     out.update(parent=parent, program=program, inputs=dict(inputs))
     if request_id:
@@ -178,6 +180,8 @@ def turn_record(
         out["settings"] = dict(settings)
     if context is not None:
         out["context"] = dict(context)
+    if metadata:
+        out["metadata"] = dict(metadata)
     return out
 
 

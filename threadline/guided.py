@@ -58,13 +58,21 @@ class FlowMethods(Handle):
         send = self.sent({"message": message}, SendOptions(request_id)).model_copy(update={"flow": flow})
         return await self._reply(await self.submit(send))
 
-    async def message(self, text: str, *, request_id: str | None = None, lm: str | None = None) -> Reply:
+    async def message(
+        self,
+        text: str,
+        *,
+        request_id: str | None = None,
+        lm: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Reply:
         """Send a message, routed to the active flow first (the article's `process_message`), and wait for the reply.
 
         Raises:
             ThreadlineError: when the send was refused, or its turn did not end `done` (`turn-state`).
         """
-        send = self.sent(self._inputs((text,), {}), SendOptions(request_id, lm))
+        check_keys(metadata, "metadata")
+        send = self.sent(self._inputs((text,), {}), SendOptions(request_id, lm, metadata=metadata))
         return await self._reply(await self.submit(send))
 
     async def _reply(self, outcome: TurnOutcome) -> Reply:

@@ -38,6 +38,8 @@ class SendOptions:
     """This turn's model (None: the conversation's)."""
     approve: ApproveRule | list[str] = None
     """This turn's `approve` rule (None: the conversation's)."""
+    metadata: Mapping[str, Any] | None = None
+    """The message's own metadata, kept with its turn and returned with the message."""
 
     def __post_init__(self) -> None:
         if self.request_id is not None and not 0 < len(self.request_id) <= MAX_REQUEST_ID:

@@ -94,7 +94,8 @@ def messages_of(log: Log, tip: str | None) -> list[dict[str, Any]]:
         inputs = turn.inputs
         said = next(iter(inputs.values())) if len(inputs) == 1 else inputs
         if said not in ("", {}):
-            out.append({"role": "user", "content": _text(said), "timestamp": turn.record.get("at")})
+            user = {"role": "user", "content": _text(said), "timestamp": turn.record.get("at")}
+            out.append({**user, "metadata": dict(turn.record.get("metadata") or {})})
         out += _tool_messages(turn)
         ended = turn.ended or {}
         if ended.get("state") == "done":

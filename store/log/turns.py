@@ -58,6 +58,8 @@ class TurnRequest:
     rule: ContextRule = field(default_factory=ContextRule)
     settings: Mapping[str, Any] = field(default_factory=dict)
     earlier_without: Sequence[str] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """The message's metadata, kept in its `turn` record."""
 
 
 def check_program(log: Log, program: Program, turn: str | None, earlier_without: Sequence[str] = ()) -> None:
@@ -97,6 +99,7 @@ def begin_turn(
             request_id=request.request_id,
             settings=settings or None,
             context=seen.context,
+            metadata=request.metadata or None,
             at=iso(now),
         )
     )

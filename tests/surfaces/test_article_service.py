@@ -212,3 +212,17 @@ async def test_turn_count_counts_user_messages_only(http: httpx.AsyncClient, wor
     assert (201, 0) == (alone.status_code, alone.json()["turn_count"])
     assert (0, ["assistant"]) == (state["turn_count"], [m["role"] for m in state["messages"]])
     assert 1 == after["turn_count"]
+
+
+async def test_a_messages_metadata_is_kept_and_returned(http: httpx.AsyncClient, worker: Worker) -> None:
+    """Per-message `metadata` given with a message is kept with its turn and returned with the message."""
+    conversation = await create(http)
+
+    sent = await http.post(
+        f"/v1/conversations/{conversation}/messages", json={"message": "Hello", "metadata": {"channel": "sms"}}
+    )
+    await message(http, conversation, "Again")
+    got = (await http.get(f"/v1/conversations/{conversation}")).json()["messages"]
+
+    assert 200 == sent.status_code
+    assert [{"channel": "sms"}, {}] == [m["metadata"] for m in got if m["role"] == "user"]

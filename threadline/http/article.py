@@ -65,7 +65,7 @@ async def send_message(chat: Known, body: a.MessageRequest) -> a.MessageReply:
     """Send a message and wait for the reply: the active flow takes it first (its next prompt, a
     re-prompt, or its closing words with `flow_data`), else the conversation's program answers it."""
     mine = await _as_recorded(chat)
-    reply = await mine.message(body.message, request_id=body.request_id, lm=body.lm)
+    reply = await mine.message(body.message, request_id=body.request_id, lm=body.lm, metadata=body.metadata)
     request_id = reply.outcome.request_id if reply.outcome else ""
     return a.MessageReply(
         response=reply.response,
