@@ -132,6 +132,7 @@ BASES: dict[str, Any] = {
     "/v1/conversations/{conversation_id}/transcript": {"messages": [{"role": "user", "content": "hi"}]},
     "/v1/conversations/{conversation_id}/turns/{turn}/resume": {"results": {}},
     "/v1/conversations/{conversation_id}/turns/{turn}/approvals": {"verdict": "yes"},
+    "/v1/conversations/{conversation_id}/turns/{turn}/ask-again": {"lm": "offline"},
     "/v1/codec/decode": {"payloads": [{"metadata": {"encoding": "anNvbi9wbGFpbg=="}, "data": "IkhpIg=="}]},
     "/v1/codec/encode": {"payloads": [{"metadata": {"encoding": "anNvbi9wbGFpbg=="}, "data": "IkhpIg=="}]},
 }
