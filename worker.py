@@ -35,10 +35,9 @@ from activities.waiting import WaitingActivities
 from core import logs, telemetry
 from core.settings import Settings
 from core.temporal import connect_temporal
-from store.backends.base import Store
 from store.backends.blobs import open_blobs
 from store.backends.folder import FolderStore
-from store.backends.opening import StoreSet, migrate_stores
+from store.backends.opening import StoreSet, as_store, migrate_stores
 from store.backends.pgstreams import PostgresStreams
 from store.backends.postgres import PostgresStore
 from store.backends.reader import LogCache, Threaded
@@ -72,7 +71,7 @@ def build_worker(
     client: Client,
     settings: Settings,
     *,
-    stores: Mapping[str, Store] | StoreSet | None = None,
+    stores: Mapping[str, object] | StoreSet | None = None,
     providers: Mapping[str, Provider] | None = None,
 ) -> Worker:
     """A Worker running conversations and their activities on `settings.task_queue`.
@@ -80,9 +79,10 @@ def build_worker(
     Args:
         client: The Temporal client.
         settings: Where the stores are, the task queue, the programs, the default model.
-        stores: The stores to use: a `StoreSet` (closed by whoever made it), or blocking stores by
-            name (tests, theirs to close), or None to open `settings`' stores (folders, PostgreSQL
-            databases). What the worker opens itself it closes once it has stopped.
+        stores: The stores to use: a `StoreSet` (closed by whoever made it), or store objects by name
+            (blocking stores, or any object with `append` and `read`: theirs to close), or None to open
+            `settings`' stores (folders, PostgreSQL databases). What the worker opens itself it closes
+            once it has stopped.
         providers: The model providers (default: the offline model only).
     """
     opened, plugins = _stores_of(settings, stores)
@@ -127,12 +127,12 @@ def observed(providers: Mapping[str, Provider]) -> dict[str, Provider]:
     return {name: ObservedProvider(provider, name) for name, provider in providers.items()}
 
 
-def _stores_of(settings: Settings, stores: Mapping[str, Store] | StoreSet | None) -> tuple[StoreSet, list[Plugin]]:
+def _stores_of(settings: Settings, stores: Mapping[str, object] | StoreSet | None) -> tuple[StoreSet, list[Plugin]]:
     """The worker's store set, and the plugin that closes it after the worker stops when the worker made it."""
     if isinstance(stores, StoreSet):
         return stores, []
-    given = None if stores is None else {name: Threaded(store) for name, store in stores.items()}
-    made = StoreSet(settings.named_stores(), records=given)
+    given = None if stores is None else {name: Threaded(as_store(store)) for name, store in stores.items()}
+    made = StoreSet(settings.named_stores(), records=given, hidden=settings.hidden_stores())
     return made, [ClosingStores(made)]
 
 
@@ -190,7 +190,7 @@ async def run(settings: Settings, *, client: Client | None = None, stop: asyncio
     # Migrated before anything polls: a database that cannot be reached stops the worker here.
     await migrate_stores(settings.named_stores())
     async with AsyncExitStack() as opened:  # what this worker opens, closed (last opened first) after it stops
-        stores = StoreSet(settings.named_stores())
+        stores = StoreSet(settings.named_stores(), hidden=settings.hidden_stores())
         opened.push_async_callback(stores.close)
         if client is None:
             blobs = open_blobs(settings)
@@ -211,7 +211,18 @@ async def run(settings: Settings, *, client: Client | None = None, stop: asyncio
         loop.remove_signal_handler(sig)
 
 
-def call_logs(settings: Settings, stores: Mapping[str, Store] | StoreSet) -> dict[str, CallLog]:
+async def run_embedded(client: Client, settings: Settings, stores: StoreSet, ready: asyncio.Event) -> None:
+    """Run a worker inside a client's process on the client's own store set until cancelled; `ready` is
+    set once it polls. The stores stay the client's to close."""
+    async with new_http_client() as http:
+        providers = build_providers(settings, http)
+        async with build_worker(client, settings, stores=stores, providers=providers):
+            logger.info("worker.embedded", task_queue=settings.task_queue, providers=sorted(providers))
+            ready.set()
+            await asyncio.Event().wait()  # until the client stops it
+
+
+def call_logs(settings: Settings, stores: Mapping[str, object] | StoreSet) -> dict[str, CallLog]:
     """Each store's call log: a folder store's in `<store folder>/calls` unless `THREADLINE_CALL_LOGS`
     names another folder, a PostgreSQL store's in its schema (through the pool of the store set's
     streams: opened on first write, closed with the set); a store given as an object keeps its own."""
@@ -224,6 +235,7 @@ def call_logs(settings: Settings, stores: Mapping[str, Store] | StoreSet) -> dic
         if isinstance(streams, PostgresStreams)
         else call_folder(settings.call_log_folder(name))
         for name, streams in stores.streams.items()
+        if name in stores.specs or name in stores.hidden  # a memory store or an object keeps no call log
     }
 
 

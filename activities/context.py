@@ -38,17 +38,32 @@ class Preparer:
         self.providers = providers
         self.model = model
 
-    async def ask(self, program: Program, inputs: dict[str, Any], model: str | None, purpose: str) -> dict[str, Any]:
+    async def ask(
+        self,
+        program: Program,
+        inputs: dict[str, Any],
+        model: str | None,
+        purpose: str,
+        *,
+        max_tokens: int | None = None,
+    ) -> dict[str, Any]:
         """One model call of a built-in program; its outputs, checked."""
-        return (await self.ask_counted(program, inputs, model, purpose))[0]
+        return (await self.ask_counted(program, inputs, model, purpose, max_tokens=max_tokens))[0]
 
     async def ask_counted(
-        self, program: Program, inputs: dict[str, Any], model: str | None, purpose: str
+        self,
+        program: Program,
+        inputs: dict[str, Any],
+        model: str | None,
+        purpose: str,
+        *,
+        max_tokens: int | None = None,
     ) -> tuple[dict[str, Any], dict[str, int]]:
-        """`ask`, with the tokens the call used."""
+        """`ask`, with the tokens the call used (`max_tokens`: the bound the provider is given)."""
         provider, name = self.providers.resolve(model or self.model)
         logger.info("model.requested", purpose=purpose, model=model or self.model)
-        call = asyncio.create_task(provider.complete(build_request(program, [], inputs, model=name)))
+        request = build_request(program, [], inputs, model=name, max_tokens=max_tokens)
+        call = asyncio.create_task(provider.complete(request))
         while not call.done():  # heartbeats: a worker that dies mid-call is noticed in seconds
             activity.heartbeat()
             await asyncio.wait({call}, timeout=HEARTBEAT_EVERY_S)
@@ -79,7 +94,8 @@ class Preparer:
         if not fold:
             return
         model = chosen.model or send.lm or config.lm
-        outputs = await self.ask(SUMMARISER, summariser_inputs(previous, fold), model, "summary")
+        inputs = summariser_inputs(previous, fold)
+        outputs = await self.ask(SUMMARISER, inputs, model, "summary", max_tokens=chosen.max_summary_tokens)
         data = summary_data(previous, fold, str(outputs["result"]), [str(f) for f in outputs["facts"]])
         log = await self.conversation.read()
         if latest(log, turn) != previous:

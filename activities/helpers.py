@@ -23,7 +23,7 @@ from store.log.helper_memory import CallBook, call_record, helper_site, remember
 from store.log.state import Turn
 from store.log.toolturn import ToolBook, all_calls, reply_key, reply_record, tool_lmcc, tool_steps
 from store.log.turns import lmcc
-from store.programs.code import call_identity, remembered
+from store.programs.code import call_identity, refuse_nested, remembered
 from store.programs.program import Program
 from store.records import Record, uuid7
 
@@ -82,14 +82,7 @@ class HelperCalls:
         Raises:
             ThreadlineError: `conversation-nested`.
         """
-        config = self.run.input.config
-        if (store, conversation) == (config.store, config.conversation):
-            return
-        declared = self.run.remembers.get(program)
-        if declared is None or declared.mode != "own":
-            message = f"conversation {conversation} ({program}) is used inside a turn of {config.conversation};"
-            message += f" declare it with remembers={{{program!r}: 'own'}}"
-            raise ThreadlineError(ErrorCode.CONVERSATION_NESTED, message, conversation=conversation)
+        refuse_nested(self.run.remembers, self.run.input.config, program, store, conversation)
 
     # ----- one helper call
 

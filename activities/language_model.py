@@ -54,6 +54,8 @@ class ModelRequest:
     """The program's output fields (`{name, direction, purpose, shape}`), for structured outputs."""
     tools: tuple[Mapping[str, Any], ...] = ()
     """The tools offered, each `{name, description, parameters}` (what functai's `tools` input holds)."""
+    max_tokens: int | None = None
+    """The most tokens the reply may have (None: the provider's own bound)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +102,7 @@ def build_request(
     model: str,
     sections: Sequence[str] = (),
     steps: Sequence[Message] = (),
+    max_tokens: int | None = None,
 ) -> ModelRequest:
     """The request for a turn: the instruction (and its sections, such as a summary of turns not
     shown), the earlier turns shown as user/assistant pairs, then the new inputs, then `steps`
@@ -120,6 +123,7 @@ def build_request(
         messages=(*messages, *steps),
         outputs=outputs,
         tools=tuple(t.spec for t in program.tools),
+        max_tokens=max_tokens,
     )
 
 

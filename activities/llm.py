@@ -1,5 +1,5 @@
 """The steps of a conversation that ask a model: running a turn, classifying a send's topic,
-extending a branch's summary, and rendering the request a send would make.
+extending a branch's summary, rendering the request a send would make, and asking a turn again.
 
 Each model answer is kept in the log before it is used (the turn's `ended`, a topic or summary
 `entry`), so a retry or a resume never pays for it twice.
@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from temporalio import activity
 
+from core.again_models import AskAgainInput, AskedAgain
 from core.errors import ThreadlineError
 from core.limits import check_turn
 from core.models import BeginInput, PrepareResult, RenderResult, RunInput, RunResult
@@ -21,6 +22,8 @@ from store.backends.streams import Streams
 from store.log.turns import Begin
 from store.programs.program import Program
 
+from . import again
+from .again import turn_model
 from .calls import CallWriter
 from .codeturn import CodeTurn
 from .context import Preparer
@@ -122,6 +125,19 @@ class LLMActivities:
             sections=decided.shown.sections,
             request=request_body(model, plan.request) if plan.request is not None else None,
         )
+
+    @activity.defn(name="ask_again")
+    @coded
+    async def ask_again(self, input: AskAgainInput) -> AskedAgain:
+        """A turn's request sent again (`activities.again`); nothing is appended."""
+        config, ask = input.config, input.ask
+        conversation = await self.logs.open(config.store, config.conversation, config.store_id)
+        log = await conversation.read()
+        found = log.turns.get(ask.turn)
+        version = found.record.get("program") if found is not None else None
+        program = find_program(self.programs, str(log.programs.get(str(version), {}).get("name") or config.program))
+        lm = ask.lm or turn_model(log, ask.turn) or config.lm or self.default_model
+        return await again.ask_again(conversation, program, self.providers, config.context, ask, lm=lm)
 
     async def _preparer(self, input: BeginInput | RunInput) -> Preparer:
         config, send = input.config, input.send

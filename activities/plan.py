@@ -58,6 +58,7 @@ def turn_request(config: ConversationConfig, send: TurnSend, inputs: Mapping[str
         sends=send.sends or config.sends,
         rule=rule_of(config, send),
         settings=settings,
+        metadata=send.metadata,
     )
 
 

@@ -218,7 +218,7 @@ def find_program(programs: Mapping[str, Program], name: str) -> Program:
 def refuse_conversation(program: Program, config: ConversationConfig, send: TurnSend) -> None:
     """Refuse a conversation that cannot keep `program`'s turns (`store.programs.code.refuse`); every store a
     worker writes keeps its records."""
-    refuse(program, remembers=send.memory(config), persistent=True)
+    refuse(program, remembers=send.memory(config), persistent=True, within=config)
 
 
 def _stop(log: Log, turn: Turn) -> list[Record] | None:

@@ -26,6 +26,8 @@ class SummaryRule(BaseModel):
     keep: int = Field(default=6, ge=1)
     model: str | None = None
     """The model that writes summaries (default: the conversation's)."""
+    max_summary_tokens: int = Field(default=500, ge=1)
+    """The most tokens a summary call may answer with (the provider's max tokens)."""
 
 
 class ContextRule(BaseModel):

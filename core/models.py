@@ -167,6 +167,9 @@ class TurnSend(Model):
     """A merge instead of a turn (`workflows/_merges.py`): the branches and the program that merges them."""
     earlier_without: tuple[str, ...] | None = None
     """This send's `earlier_without` (None: the conversation's)."""
+    metadata: dict[str, Any] = {}
+    """The message's own metadata (the article's per-message metadata): kept with its turn and returned
+    with the message."""
     remembers: dict[str, HelperMemory] | None = None
     """This send's helpers' memory (None: the conversation's); a handle's travels with each send."""
 

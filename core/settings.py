@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,6 +100,22 @@ def _modules(spec: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in spec.split(",") if name.strip())
 
 
+FUNCTAI_STORE = "functai"
+"""The name of functai's default folder among the stores (`store=True`)."""
+
+
+def functai_folder(env: Mapping[str, str]) -> Path:
+    """Where functai 1.2.0 keeps conversations given `store=True`: `$XDG_DATA_HOME/functai/conversations`
+    (`~/.local/share` when unset; the platform's data folder on macOS and Windows), as functai finds it."""
+    if sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    elif os.name == "nt":
+        base = Path(env.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    else:
+        base = Path(env.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base.expanduser().absolute() / "functai" / "conversations"
+
+
 def default_model(env: Mapping[str, str]) -> str:
     """The model when `THREADLINE_MODEL` names none: a configured provider's, else the offline model."""
     if env.get("OPENAI_API_KEY"):
@@ -146,6 +163,9 @@ class Settings:
     encryption: EncryptionKeys | None = None
     """`THREADLINE_ENCRYPTION_KEYS=id=<base64>,...` and `THREADLINE_ENCRYPTION_KEYS_FILE`: payloads are
     sealed (AES-256-GCM) before they reach Temporal, under the first key; every key listed decrypts."""
+    functai_store: Path = field(default_factory=lambda: functai_folder(os.environ))
+    """`XDG_DATA_HOME`, as functai reads it: functai's default folder, the store `store=True` names (see
+    `functai_folder`); `THREADLINE_STORES=functai=...` names another."""
     workflow_cache: int = DEFAULT_WORKFLOW_CACHE
     """`THREADLINE_WORKFLOW_CACHE`: how many conversations a worker keeps in memory between turns (least
     recently used go; an evicted one replays its current run at its next turn); 0 keeps none."""
@@ -172,6 +192,7 @@ class Settings:
             payloads=store_spec(env["THREADLINE_PAYLOADS"]) if env.get("THREADLINE_PAYLOADS") else None,
             attributes_every_s=_float(env, "THREADLINE_ATTRIBUTES_EVERY_S", 10.0),
             call_logs=_folders("THREADLINE_CALL_LOGS", env.get("THREADLINE_CALL_LOGS", "")),
+            functai_store=functai_folder(env),
             workflow_cache=_count(env, "THREADLINE_WORKFLOW_CACHE", DEFAULT_WORKFLOW_CACHE),
             encryption=EncryptionKeys.from_env(env),
             metrics_bind=env.get("THREADLINE_METRICS_BIND") or None,
@@ -197,15 +218,20 @@ class Settings:
         """Every store by name (`default` alone, in the data folder, when no setting names any)."""
         return dict(self.stores) if self.stores else {"default": self.data / "store"}
 
+    def hidden_stores(self) -> dict[str, StoreSpec]:
+        """Stores reached by name but never listed: functai's default folder (`store=True`), unless
+        `THREADLINE_STORES` names a store `functai` itself."""
+        return {} if FUNCTAI_STORE in self.named_stores() else {FUNCTAI_STORE: self.functai_store}
+
     def store_spec(self, name: str) -> StoreSpec:
         """Where the store named `name` is: its folder, or its PostgreSQL URL.
 
         Raises:
             ThreadlineError: `store-unknown` for a name no setting gives.
         """
-        stores = self.named_stores()
+        stores = {**self.hidden_stores(), **self.named_stores()}
         if name not in stores:
-            known = ", ".join(sorted(stores))
+            known = ", ".join(sorted(self.named_stores()))
             raise ThreadlineError(
                 ErrorCode.STORE_UNKNOWN, f"no store is named {name!r} (known: {known}); add it to THREADLINE_STORES"
             )

@@ -167,12 +167,13 @@ def turn_record(
     request_id: str | None = None,
     settings: Mapping[str, Any] | None = None,
     context: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, Any] | None = None,
     at: str | None = None,
     placed_by: str | None = None,
 ) -> Record:
-    """A `turn` record: a turn is sent (written with its first `lease`). `placed_by` names the
-    conversation's workflow that placed it (Threadline's own key, which functai ignores): that
-    workflow owns the turn, and runs it even when it lost the task that placed it."""
+    """A `turn` record: a turn is sent (written with its first `lease`). Threadline's own keys, which
+    functai ignores: `metadata`, the message's own; `placed_by`, the conversation's workflow that placed
+    it: that workflow owns the turn, and runs it even when it lost the task that placed it."""
     out = _base("turn", turn, at)
     out.update(parent=parent, program=program, inputs=dict(inputs))
     if request_id:
@@ -183,6 +184,8 @@ def turn_record(
         out["context"] = dict(context)
     if placed_by:
         out["placed_by"] = placed_by
+    if metadata:
+        out["metadata"] = dict(metadata)
     return out
 
 

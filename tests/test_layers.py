@@ -20,7 +20,7 @@ FORBIDDEN = {
     "activities": {"fastapi", "uvicorn"},
 }
 """What each layer must not import at all (workflows: no I/O, clock, randomness, nor the store itself)."""
-WORKER_IMPORTERS = {"threadline.cli.serving"}
+WORKER_IMPORTERS = {"threadline.cli.serving", "threadline.embedding"}
 
 
 def modules() -> Iterator[tuple[str, Path]]:
@@ -137,7 +137,8 @@ def test_only_the_crossing_reads_what_temporal_raises(name: str) -> None:
 
 
 def test_only_the_serving_commands_import_the_composition_root() -> None:
-    """worker.py is on top: the CLI's serving commands reach it through one narrow function."""
+    """worker.py is on top: what runs a worker (the CLI's serving commands, the embedded worker of
+    `connect(embedded=True)`) reaches it through one narrow function."""
     importers = {
         name for name, found in GRAPH.items() if "worker" in found or any(m.startswith("worker.") for m in found)
     }

@@ -21,12 +21,12 @@ if TYPE_CHECKING:
     from store.calls.metrics import Metric, metric
     from store.flows.manager import Flow, FlowBuilder
     from store.programs.code import AIFunction, CodeProgram, earlier, remember
-    from store.programs.making import ai
-    from store.programs.making import program as program
     from store.programs.program import Program
     from store.programs.tools import Tool, tool
 
     from .acting import Cancelled, LiveTurn, Waiting
+    from .alone import ai
+    from .alone import program as program
     from .client import Conversation, Threadline, connect
     from .delivery import Queued
     from .evaluation import Evaluation, evaluate
@@ -102,10 +102,10 @@ _HOMES = {
     "store.calls.metrics": ("Metric", "metric"),
     "store.flows.manager": ("Flow", "FlowBuilder"),
     "store.programs.code": ("AIFunction", "CodeProgram", "earlier", "remember"),
-    "store.programs.making": ("ai", "program"),
     "store.programs.program": ("Program",),
     "store.programs.tools": ("Tool", "tool"),
     ".acting": ("Cancelled", "LiveTurn", "Waiting"),
+    ".alone": ("ai", "program"),
     ".client": ("Conversation", "Threadline", "connect"),
     ".delivery": ("Queued",),
     ".evaluation": ("Evaluation", "evaluate"),

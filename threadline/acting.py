@@ -17,13 +17,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from core.again_models import AskedAgain
 from core.errors import ErrorCode, ThreadlineError
 from core.limits import MAX_NAME, MAX_NOTE, check_text
-from core.models import ConversationConfig, TurnOutcome
+from core.models import ConversationConfig, TurnOutcome, TurnSend
 from core.toolmodels import ActKind, ActResult, TurnAction
 from store.records import uuid7
 
+from . import again
 from .delivery import Delivery
+from .options import SendOptions
 from .reading import Turn
 
 
@@ -46,6 +49,14 @@ class Conversation(Protocol):
 
     async def turn(self, turn: str) -> LiveTurn:
         """One turn by id."""
+        ...
+
+    def sent(self, inputs: dict[str, Any], options: SendOptions | None = None) -> TurnSend:
+        """The send the handle makes with `inputs`."""
+        ...
+
+    async def submit(self, send: TurnSend) -> TurnOutcome:
+        """Deliver a prepared send and wait for how it ends."""
         ...
 
 
@@ -126,6 +137,18 @@ class LiveTurn(Turn):
         given = {str(k): v if isinstance(v, str) else str(v) for k, v in (results or {}).items()}
         result = await act(self._chat, self.id, "resume", results=given, rerun=[str(r) for r in rerun])
         return await _settled(self._chat, result, wait)
+
+    async def ask_again(self, *, lm: str | None = None, record: bool = False) -> AskedAgain:
+        """Send the exact request this turn sent once more (its program, what it was shown as its `saw`
+        records, its model unless `lm` names another): the answer, nothing recorded. With `record`, the
+        turn's inputs are sent again as a new turn beside it (same parent), whose answer is returned.
+
+        Raises:
+            ThreadlineError: `turn-state` for a turn that has not ended or made no model call of its own.
+        """
+        return await again.ask_again(
+            self._chat, self.id, parent=self.parent, inputs=dict(self.inputs), lm=lm, record=record
+        )
 
     async def abandon(self) -> LiveTurn:
         """End a turn that waits or was interrupted, without going on (`abandoned`)."""

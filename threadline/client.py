@@ -15,7 +15,7 @@ nothing of the transcript passes through Temporal.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -39,7 +39,7 @@ from store.programs.program import Program, load_programs
 from store.records import uuid7
 from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 
-from . import closing, learning
+from . import closing, embedding, learning
 from .acting import LiveTurn
 from .closing import Closing
 from .crossing import Unreached, crossing
@@ -55,14 +55,30 @@ if TYPE_CHECKING:
     from store.backends.pgblobs import PostgresBlobs
 
 
-async def connect(settings: Settings | None = None, *, client: Client | None = None, lazy: bool = False) -> Threadline:
+async def connect(
+    settings: Settings | None = None,
+    *,
+    client: Client | None = None,
+    lazy: bool = False,
+    embedded: bool = False,
+    stores: Mapping[str, object] | None = None,
+) -> Threadline:
     """Connect to Temporal (`THREADLINE_TEMPORAL_ADDRESS`) and return the entry point of the API.
 
     With `lazy`, nothing is connected until something needs Temporal: reading turns and history
-    only read the store, and work while Temporal is down.
+    only read the store, and work while Temporal is down. With `embedded`, a worker runs in this
+    process on a task queue of its own, sharing this client's stores: the memory store
+    (`store=None` or `"memory"`) and store objects work then; `await tl.close()` stops it. `stores`
+    names store objects (`append`/`read`, or `append_records`/`read_records`) as a worker built in
+    this process with the same objects knows them.
     """
-    tl = Threadline(client, settings or Settings.from_env())
-    if not lazy:
+    settings = settings or Settings.from_env()
+    if embedded:
+        settings = embedding.own_queue(settings)
+    tl = Threadline(client, settings, stores=stores)
+    if embedded:
+        tl.embedded = await embedding.start(await tl.temporal(), settings, tl.stores)
+    elif not lazy:
         await tl.temporal()
     return tl
 
@@ -84,19 +100,34 @@ async def _registered(client: Client, namespace: str) -> bool:
 class Threadline(Listing):
     """A connection to Threadline: makes conversation handles, reads their logs, lists conversations (`Listing`)."""
 
-    def __init__(self, client: Client | None, settings: Settings, *, search_attributes: bool | None = None) -> None:
+    def __init__(
+        self,
+        client: Client | None,
+        settings: Settings,
+        *,
+        search_attributes: bool | None = None,
+        stores: Mapping[str, object] | None = None,
+    ) -> None:
         self._client = client
         self.settings = settings
         self.search_attributes = search_attributes
         self._programs: dict[str, Program] | None = None
-        self.stores = StoreSet(settings.named_stores())
-        """Every store the settings name (a folder or a PostgreSQL database), opened on first use."""
+        self.stores = StoreSet(settings.named_stores(), hidden=settings.hidden_stores())
+        """Every store the settings name (a folder or a PostgreSQL database), opened on first use; the
+        memory store, functai's folder and store objects besides."""
+        for name, target in (stores or {}).items():
+            self.stores.adopt(target, name)
         self.logs = LogCache(self.stores.records)
         self._blobs: FolderBlobs | PostgresBlobs | None = None
+        self.embedded: embedding.Embedded | None = None
+        """The worker this process runs for this client (`connect(embedded=True)`), else None."""
 
     async def close(self) -> None:
         """Close the stores and the payload store this client opened (database connections); the
-        Temporal client stays (one it made keeps its payload store, which opens again on use)."""
+        Temporal client stays (one it made keeps its payload store, which opens again on use). An
+        embedded worker first closes the conversations it served, then stops."""
+        if self.embedded is not None:
+            await self.embedded.stop()
         await self.stores.close()
         if self._blobs is not None:
             await self._blobs.close()
@@ -152,10 +183,14 @@ class Threadline(Listing):
         (`store=`, `lm=`, `approve=`, ...), which change those of `options` when both are given.
         """
         chosen = (options or ConversationOptions()).replace(**given)
-        self.logs.stores.check(chosen.store)
+        store = embedding.store_name(self.stores, chosen.store, embedded=self.embedded)
+        chosen = chosen.replace(store=store)
+        self.logs.stores.check(store)
         conversation = check_id(uuid7() if id is None else id)
         config = chosen.config(program, conversation, self.settings, search=bool(self.search_attributes))
         check_config(config)  # before anything is sent or recorded
+        if self.embedded is not None:
+            self.embedded.served(config)
         return Conversation(self, config)
 
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
+from core.again_models import AskAgain, AskedAgain
 from core.errors import ErrorCode
 from core.models import (
     MAX_REQUEST_ID,
@@ -53,6 +54,7 @@ UPDATES: dict[str, tuple[Any, Any]] = {
     "close": (None, int),
     "act": (TurnAction, ActResult),
     "render": (TurnSend, RenderResult),
+    "ask_again": (AskAgain, AskedAgain),
     "setup": (SetupSend, SetupResult),
     "append": (ImportSend, ImportResult),
 }

@@ -27,7 +27,7 @@ from store.records import uuid7
 
 from .handle import Handle
 from .options import SendOptions
-from .transcript import FlowView, flow_view, messages_of
+from .transcript import FlowView, flow_view, messages_of, user_count
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +38,7 @@ class Reply:
     """What the flow said (a prompt, a re-prompt, its closing words), else the program's answer."""
     turn: str | None
     turn_count: int
-    """Turns on the branch, from the first to this one."""
+    """The user messages on the branch, from the first to this one (the article's count)."""
     in_flow: bool = False
     flow_completed: bool = False
     flow_data: dict[str, Any] | None = None
@@ -58,13 +58,21 @@ class FlowMethods(Handle):
         send = self.sent({"message": message}, SendOptions(request_id)).model_copy(update={"flow": flow})
         return await self._reply(await self.submit(send))
 
-    async def message(self, text: str, *, request_id: str | None = None, lm: str | None = None) -> Reply:
+    async def message(
+        self,
+        text: str,
+        *,
+        request_id: str | None = None,
+        lm: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Reply:
         """Send a message, routed to the active flow first (the article's `process_message`), and wait for the reply.
 
         Raises:
             ThreadlineError: when the send was refused, or its turn did not end `done` (`turn-state`).
         """
-        send = self.sent(self._inputs((text,), {}), SendOptions(request_id, lm))
+        check_keys(metadata, "metadata")
+        send = self.sent(self._inputs((text,), {}), SendOptions(request_id, lm, metadata=metadata))
         return await self._reply(await self.submit(send))
 
     async def _reply(self, outcome: TurnOutcome) -> Reply:
@@ -73,7 +81,7 @@ class FlowMethods(Handle):
             why = f": {outcome.error.message}" if outcome.error else ""
             raise ThreadlineError(code, f"the message ended {outcome.state}{why}")
         self._follow(outcome.turn)
-        count = len((await self._read()).branch(outcome.turn))
+        count = user_count(await self._read(), outcome.turn)
         flow = outcome.flow
         if flow is None:
             return Reply(outcome.result, outcome.turn, count, outcome=outcome)
@@ -85,7 +93,8 @@ class FlowMethods(Handle):
         return flow_view(await self._read())
 
     async def messages(self) -> list[dict[str, Any]]:
-        """The branch to this handle's head as the article's messages: `{"role", "content", "timestamp"}`."""
+        """The branch to this handle's head as the article's messages: `{"role", "content", "timestamp"}`, a
+        turn's tool exchanges as the assistant's `tool_calls` and `role: "tool"` messages."""
         log = await self._read()
         return messages_of(log, view_head(log, self.view))
 

@@ -95,6 +95,7 @@ class Handle:
             approve=approve_rule(options.approve) if options.approve is not None else config.approve,
             remembers=config.remembers,
             earlier_without=config.earlier_without,
+            metadata=dict(options.metadata or {}),
         )
         check_send(send)  # its names within their limits, before anything is sent or recorded
         return send

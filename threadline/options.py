@@ -38,6 +38,8 @@ class SendOptions:
     """This turn's model (None: the conversation's)."""
     approve: ApproveRule | list[str] = None
     """This turn's `approve` rule (None: the conversation's)."""
+    metadata: Mapping[str, Any] | None = None
+    """The message's own metadata, kept with its turn and returned with the message."""
 
     def __post_init__(self) -> None:
         if self.request_id is not None and not 0 < len(self.request_id) <= MAX_REQUEST_ID:
@@ -47,7 +49,7 @@ class SendOptions:
 class ConversationKeywords(TypedDict, total=False):
     """`tl.conversation(...)`'s keywords: the fields of `ConversationOptions`."""
 
-    store: str
+    store: object
     sends: Sends
     context: ContextRule | Mapping[str, Any] | None
     lm: str | None
@@ -63,8 +65,10 @@ class ConversationKeywords(TypedDict, total=False):
 class ConversationOptions:
     """A conversation handle's choices, which travel with each of its sends (`tl.conversation(...)`)."""
 
-    store: str = "default"
-    """The store the conversation lives in (a name from `THREADLINE_STORES`)."""
+    store: object = "default"
+    """The store the conversation lives in: a name from `THREADLINE_STORES`; `None` or `"memory"` this
+    process's memory (with `connect(embedded=True)`); `True` functai's default folder; or a store object
+    with `append` and `read` (functai's shape)."""
     sends: Sends = "queue"
     """What a send does while the head runs: `queue`, `refuse`, `branch` or `interrupt`."""
     context: ContextRule | Mapping[str, Any] | None = None
@@ -94,6 +98,8 @@ class ConversationOptions:
         """The config a workflow starts with: these options over `settings`' defaults (`search`: the
         server has Threadline's search attributes)."""
         rule = self.context if isinstance(self.context, ContextRule) else ContextRule.model_validate(self.context or {})
+        if not isinstance(self.store, str):  # `Threadline.conversation` names the store first
+            raise ThreadlineError(ErrorCode.STORE_KIND, f"a store is named here, not given as {self.store!r}")
         return ConversationConfig(
             store=self.store,
             conversation=conversation,

@@ -15,7 +15,10 @@ from store.flows.progress import FlowCount, counts_of, flow_entries, progress_of
 from store.flows.turns import FLOW_STEP
 from store.log.preamble import setup_of, times
 from store.log.state import Log
+from store.log.state import Turn as LoggedTurn
 from store.programs.program import CHAT
+
+from .reading import steps_of
 
 DEFAULT_PROGRAM = CHAT.name
 """A conversation's program when nothing recorded names one (the article's general chat)."""
@@ -83,20 +86,42 @@ def _text(value: Any) -> str:
 
 
 def messages_of(log: Log, tip: str | None) -> list[dict[str, Any]]:
-    """The branch through `tip` as alternating messages: each turn's input (`user`), then its answer
-    (`assistant`) once it is done; an empty message (a flow's first prompt) is left out."""
+    """The branch through `tip` as messages: each turn's input (`user`), its tool exchanges (the
+    assistant's `tool_calls`, then a `tool` message per result), then its answer (`assistant`) once it
+    is done; an empty message (a flow's first prompt) is left out."""
     out: list[dict[str, Any]] = []
     for turn in log.branch(tip):
         inputs = turn.inputs
         said = next(iter(inputs.values())) if len(inputs) == 1 else inputs
         if said not in ("", {}):
-            out.append({"role": "user", "content": _text(said), "timestamp": turn.record.get("at")})
+            user = {"role": "user", "content": _text(said), "timestamp": turn.record.get("at")}
+            out.append({**user, "metadata": dict(turn.record.get("metadata") or {})})
+        out += _tool_messages(turn)
         ended = turn.ended or {}
         if ended.get("state") == "done":
             answer = ended.get("value", turn.outputs.get("result"))
             if answer not in ("", None):
                 out.append({"role": "assistant", "content": _text(answer), "timestamp": ended.get("at")})
     return out
+
+
+def _tool_messages(turn: LoggedTurn) -> list[dict[str, Any]]:
+    """A turn's tool exchanges as chat messages (timestamped with the turn: steps keep no time of their own)."""
+    at = turn.record.get("at")
+    out: list[dict[str, Any]] = []
+    for step in steps_of(turn):
+        if step["role"] == "assistant":
+            out.append({"role": "assistant", "content": "", "tool_calls": step["calls"], "timestamp": at})
+        else:
+            message = {"role": "tool", "content": _text(step.get("output")), "tool_call_id": step.get("id")}
+            out.append({**message, "name": step.get("name"), "timestamp": at})
+    return out
+
+
+def user_count(log: Log, tip: str | None) -> int:
+    """The article's `turn_count`: the user messages on the branch through `tip` (an imported assistant
+    message, a flow's start and its first prompt are none)."""
+    return sum(m["role"] == "user" for m in messages_of(log, tip))
 
 
 def program_of(log: Log) -> str:
@@ -128,7 +153,7 @@ def article_view(log: Log, conversation: str) -> dict[str, Any]:
     flow = flow_view(log)
     return {
         "conversation_id": conversation,
-        "turn_count": len(log.branch(log.head)),
+        "turn_count": user_count(log, log.head),
         **overview(log),
         "messages": messages_of(log, log.head),
         "flow": flow.as_dict() if flow.state is not None else None,

@@ -13,6 +13,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.llm import LLMActivities
     from activities.transcript import TranscriptActivities
+    from core.again_models import AskAgain, AskAgainInput, AskedAgain
     from core.errors import ErrorCode
     from core.models import BeginInput, RenderResult, StopSend, TurnError, TurnOutcome, TurnRef, TurnSend
 
@@ -99,4 +100,12 @@ async def render(turns: Turns, send: TurnSend) -> RenderResult:
     await workflow.wait_condition(lambda: not turns.state.background)
     return await _calls.model(
         LLMActivities.render_turn, BeginInput(config=turns.state.config, send=send), summary="render"
+    )
+
+
+async def ask_again(turns: Turns, ask: AskAgain) -> AskedAgain:
+    """A turn's request sent again, once the summaries being made have landed; nothing is recorded."""
+    await workflow.wait_condition(lambda: not turns.state.background)
+    return await _calls.model(
+        LLMActivities.ask_again, AskAgainInput(config=turns.state.config, ask=ask), summary="ask again"
     )

@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.llm import LLMActivities
     from activities.transcript import TranscriptActivities
+    from core.again_models import AskAgain, AskedAgain
     from core.models import (
         BeginInput,
         Begun,
@@ -219,6 +220,10 @@ class Turns:
     async def render(self, send: TurnSend) -> RenderResult:
         """The request `send` would make now, once the summaries being made have landed."""
         return await _control.render(self, send)
+
+    async def ask_again(self, ask: AskAgain) -> AskedAgain:
+        """A turn's request sent again; nothing is recorded."""
+        return await _control.ask_again(self, ask)
 
 
 def _error(err: ApplicationError) -> TurnError:

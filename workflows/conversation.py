@@ -13,6 +13,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from core.again_models import AskAgain, AskedAgain
     from core.errors import ErrorCode
     from core.models import (
         MAX_REQUEST_ID,
@@ -116,6 +117,11 @@ class ConversationWorkflow:
     async def render(self, send: TurnSend) -> RenderResult:
         """The exact request `send` would make now; nothing is sent to the model or recorded."""
         return await self.turns.render(send)
+
+    @workflow.update(name="ask_again")
+    async def ask_again(self, ask: AskAgain) -> AskedAgain:
+        """A turn's exact request sent to its model again; the answer is returned, nothing is recorded."""
+        return await self.turns.ask_again(ask)
 
     @workflow.update(name="setup")
     async def setup(self, setup: SetupSend) -> SetupResult:

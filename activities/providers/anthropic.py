@@ -162,7 +162,7 @@ def messages_body(request: ModelRequest, *, max_tokens: int, stream: bool = True
     """The Messages body for `request`: the instruction as `system`, the tools, the outputs as a tool."""
     body: dict[str, Any] = {
         "model": request.model,
-        "max_tokens": max_tokens,
+        "max_tokens": request.max_tokens or max_tokens,  # the request's own bound (a summary's) first
         "messages": _messages(request.messages),
         "stream": stream,
     }

@@ -132,6 +132,8 @@ def chat_body(request: ModelRequest, *, stream: bool = True) -> dict[str, Any]:
     messages = [{"role": "system", "content": request.instruction}] if request.instruction else []
     messages += [_message(m) for m in request.messages]
     body: dict[str, Any] = {"model": request.model, "messages": messages, "stream": stream}
+    if request.max_tokens is not None:
+        body["max_tokens"] = request.max_tokens
     if stream:
         body["stream_options"] = {"include_usage": True}
     if request.tools:

@@ -13,6 +13,9 @@ worker, a `Threadline` client, the HTTP service through its client, a command).
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,9 +23,12 @@ from typing import Any
 from core.settings import StoreSpec, is_database_url
 from store.records import Record
 
+from .base import Store
 from .folder import FolderStore
 from .locate import postgres_url
+from .memory import MemoryStore
 from .migrate import migrate
+from .objects import ObjectStore
 from .pgstreams import PostgresStreams
 from .postgres import AsyncPostgresStore, PostgresStore
 from .reader import AsyncStore, Stores, Threaded
@@ -123,22 +129,63 @@ class StoreSet:
     """The stores a process's settings name: record logs (`records`, a `reader.Stores`) and their
     streams, each opened on first use; `close()` releases whatever was opened.
 
+    Besides those, a set knows stores it never lists: `hidden` ones by name (functai's folder), its own
+    memory store (`memory`, a name unique to the set: two processes' memory stores are two stores), and
+    store objects handed to `adopt`. A client and an embedded worker that share one set share them.
+
     Args:
         specs: Where each store is, by name (`Settings.named_stores()`).
         records: Record logs to use instead of opening `specs`' (tests hand in their own).
+        hidden: Stores reached by name but not listed (`Settings.hidden_stores()`).
     """
 
-    def __init__(self, specs: Mapping[str, StoreSpec], *, records: Mapping[str, AsyncStore] | None = None) -> None:
+    def __init__(
+        self,
+        specs: Mapping[str, StoreSpec],
+        *,
+        records: Mapping[str, AsyncStore] | None = None,
+        hidden: Mapping[str, StoreSpec] | None = None,
+    ) -> None:
         self.specs = dict(specs)
         if records is None:
             self.records = Stores({name: _opener(spec) for name, spec in self.specs.items()})
         else:
             self.records = Stores({name: _given(store) for name, store in records.items()})
         self.streams = {name: open_streams(spec) for name, spec in self.specs.items()}
+        self.hidden = {name: spec for name, spec in (hidden or {}).items() if name not in self.specs}
+        for name, spec in self.hidden.items():
+            self.records.add(name, _opener(spec))
+            self.streams[name] = open_streams(spec)
+        self._scratch = Path(tempfile.gettempdir()) / f"threadline-{uuid.uuid4().hex}"
+        """Where the streams of stores with no folder of their own go (made on the first stream written)."""
+        self._memory = MemoryStore()
+        self.memory = f"memory-{self._memory.identity()[:12]}"
+        """The name of this set's memory store."""
+        self._keep(self.memory, self._memory)
+        self._objects = {id(_raw(store)): name for name, store in (records or {}).items()}
+        """The names of the objects given, by the object (see `adopt`)."""
 
     def names(self) -> list[str]:
         """The names of the stores, sorted."""
         return self.records.names()
+
+    def knows(self, target: object) -> bool:
+        """Whether store object `target` was given to this set (by name, or adopted before)."""
+        return id(target) in self._objects
+
+    def adopt(self, target: object, name: str | None = None) -> str:
+        """The name of store object `target` in this set: the name it was given under before, else
+        `name` (listed), else a new unlisted one."""
+        found = self._objects.get(id(target))
+        if found is None:
+            found = self._objects[id(target)] = name or f"object-{id(target):x}"
+            self._keep(found, as_store(target), listed=name is not None)
+        return found
+
+    def _keep(self, name: str, store: Store, *, listed: bool = False) -> None:
+        threaded = Threaded(store)
+        self.records.add(name, lambda: threaded, listed=listed)
+        self.streams[name] = StreamLog(self._scratch / name)
 
     async def close(self) -> None:
         """Close every store and stream log opened so far."""
@@ -146,6 +193,20 @@ class StoreSet:
         for streams in self.streams.values():
             if isinstance(streams, PostgresStreams):
                 await asyncio.to_thread(streams.close)
+        await asyncio.to_thread(shutil.rmtree, self._scratch, True)
+
+
+def as_store(target: object) -> Store:
+    """A store object as a `Store`: this package's own as they are, any other through `ObjectStore`."""
+    if isinstance(target, FolderStore | MemoryStore | PostgresStore):
+        return target
+    return ObjectStore(target)
+
+
+def _raw(store: AsyncStore) -> object:
+    """The object a user gave for `store` (what `adopt` is handed again)."""
+    inner = store.store if isinstance(store, Threaded) else store
+    return inner.target if isinstance(inner, ObjectStore) else inner
 
 
 def _opener(spec: StoreSpec) -> Callable[[], AsyncStore]:
@@ -156,4 +217,4 @@ def _given(store: AsyncStore) -> Callable[[], AsyncStore]:
     return lambda: store
 
 
-__all__ = ["LazyPostgres", "StoreSet", "migrate_stores", "open_records", "open_streams", "open_sync"]
+__all__ = ["LazyPostgres", "StoreSet", "as_store", "migrate_stores", "open_records", "open_streams", "open_sync"]

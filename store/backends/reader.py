@@ -219,12 +219,19 @@ class Stores:
 
     def __init__(self, openers: Mapping[str, Callable[[], AsyncStore]]) -> None:
         self._openers = dict(openers)
+        self._listed = set(self._openers)
         self._opened: dict[str, AsyncStore] = {}
         self._identities: dict[str, str] = {}
 
     def names(self) -> list[str]:
-        """The names of the stores, sorted."""
-        return sorted(self._openers)
+        """The names of the stores the settings list, sorted (not those `add` gave unlisted)."""
+        return sorted(self._listed)
+
+    def add(self, name: str, opener: Callable[[], AsyncStore], *, listed: bool = False) -> None:
+        """Know one more store by `name` (unlisted: reached by its name, never listed or walked)."""
+        self._openers[name] = opener
+        if listed:
+            self._listed.add(name)
 
     def get(self, name: str) -> AsyncStore:
         """The store named `name`, opened now if it was not yet.

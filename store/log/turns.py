@@ -60,6 +60,8 @@ class TurnRequest:
     earlier_without: Sequence[str] = ()
     placed_by: str | None = None
     """Who places the turn (a conversation's workflow), recorded on it as its owner."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """The message's metadata, kept in its `turn` record."""
 
 
 def check_program(log: Log, program: Program, turn: str | None, earlier_without: Sequence[str] = ()) -> None:
@@ -99,6 +101,7 @@ def begin_turn(
             request_id=request.request_id,
             settings=settings or None,
             context=seen.context,
+            metadata=request.metadata or None,
             at=iso(now),
             placed_by=request.placed_by,
         )

@@ -10,7 +10,9 @@ reads the conversation so far there. Nothing here runs a model.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import inspect
 import textwrap
@@ -21,9 +23,10 @@ from functools import cached_property
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, cast
 
 from core.errors import ErrorCode, ThreadlineError
-from core.models import HelperMemory
+from core.models import ConversationConfig, HelperMemory
 from store.records import FORMAT, Record
 
+from .alone import Alone, alone
 from .program import Program, _input_type, kept_fields
 from .shape import hash_json, type_hints
 
@@ -69,6 +72,27 @@ class TurnCalls(Protocol):
 _RUNNING: ContextVar[TurnCalls | None] = ContextVar("threadline_code_turn", default=None)
 
 
+class _AloneTurn:
+    """The turn a program's body runs in when it is called on its own: its helpers answer through `Alone`
+    (awaitable on the event loop of an async body), nothing earlier, nothing recorded."""
+
+    def __init__(self, alone: Alone, loop: asyncio.AbstractEventLoop | None) -> None:
+        self.alone, self.loop = alone, loop
+
+    def ask(self, helper: Program, inputs: dict[str, Any]) -> Any:
+        try:
+            on_loop = asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            on_loop = False
+        return self.alone.answer(helper, inputs) if on_loop else self.alone.ask(helper, inputs)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return []
+
+    def nested(self, program: str, store: str, conversation: str) -> None:
+        """Called on its own, a program is in no conversation: any other one is its to use."""
+
+
 def running() -> TurnCalls | None:
     """The turn a program's body runs in now, or None."""
     return _RUNNING.get()
@@ -99,29 +123,17 @@ class AIFunction(Program, Generic[P, R]):
     """
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        return cast(R, _turn(self).ask(self, self.given(args, kwargs)))
+        calls = _RUNNING.get()
+        if calls is None:  # on its own: the model answers, nothing is recorded
+            return cast(R, alone(self.name).ask(self, self.given(args, kwargs)))
+        return cast(R, calls.ask(self, self.given(args, kwargs)))
 
     async def acall(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        """The answer, in an async program's code."""
-        return cast(R, await _turn(self).ask(self, self.given(args, kwargs)))
-
-    def given(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The inputs of a call by name (positional ones in the order of the inputs)."""
-        names = [name for name, _ in self.inputs]
-        if len(args) > len(names):
-            raise ThreadlineError(ErrorCode.INPUTS_INVALID, f"{self.name} takes {len(names)} input(s)")
-        twice = sorted(set(names[: len(args)]) & set(kwargs))
-        if twice:
-            raise ThreadlineError(ErrorCode.INPUTS_INVALID, f"{self.name}: two values for {twice[0]!r}")
-        return {**dict(zip(names, args, strict=False)), **kwargs}
-
-
-def _turn(helper: Program) -> TurnCalls:
-    calls = _RUNNING.get()
-    if calls is None:
-        message = f"{helper.name} answers inside a program's turn on a worker; call it from a program's code"
-        raise ThreadlineError(ErrorCode.TURN_STATE, message)
-    return calls
+        """The answer, in an async program's code (or on any event loop, on its own)."""
+        calls = _RUNNING.get()
+        if calls is None:
+            return cast(R, await alone(self.name).answer(self, self.given(args, kwargs)))
+        return cast(R, await calls.ask(self, self.given(args, kwargs)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +145,29 @@ class CodeProgram(Program):
     opaque: tuple[str, ...] = ()
 
     kind = "module"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the body on its own (outside any conversation): its helpers answer, nothing is recorded;
+        an async body gives a coroutine. Inside a turn, the body runs in that turn."""
+        if self.body is None:
+            raise ThreadlineError(ErrorCode.PROGRAM_INVALID, f"{self.name} has no code to run")
+        body = self.body
+        if _RUNNING.get() is not None:
+            return body(*args, **kwargs)
+        if inspect.iscoroutinefunction(body):
+            return self._async_alone(body, args, kwargs)
+        with running_in(_AloneTurn(alone(self.name), None)):
+            return body(*args, **kwargs)
+
+    async def acall(self, *args: Any, **kwargs: Any) -> Any:
+        """`__call__` on an event loop: an async body awaited, a sync one run on a thread of its own."""
+        if inspect.iscoroutinefunction(self.body):
+            return await self(*args, **kwargs)
+        return await asyncio.to_thread(contextvars.copy_context().run, self, *args, **kwargs)
+
+    async def _async_alone(self, body: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        with running_in(_AloneTurn(alone(self.name), asyncio.get_running_loop())):
+            return await body(*args, **kwargs)
 
     @classmethod
     def from_code(
@@ -187,11 +222,34 @@ class CodeProgram(Program):
                 found[value.name] = value
         return found
 
+    def conversations(self) -> list[ConversationConfig]:
+        """The conversation handles its code reaches by name (in its globals or closure, or one level
+        inside a list, tuple, set or dict held there), read now: a handle may be put there after the
+        program is defined."""
+        if self.body is None:
+            return []
+        space = {**getattr(self.body, "__globals__", {}), **_closure(self.body)}
+        found: list[ConversationConfig] = []
+        for name in set(_names(getattr(self.body, "__code__", None))):
+            value = space.get(name)
+            held = list(value.values()) if isinstance(value, dict) else value
+            held = held if isinstance(held, list | tuple | set | frozenset) else [value]
+            for item in list(held)[:_REACHED]:
+                config = getattr(item, "config", None)
+                if isinstance(config, ConversationConfig):
+                    found.append(config)
+        return found
+
     def record(self, at: str) -> dict[str, Any]:
         """The `program` record of a module: no `signature` (docs/format-1.md 2.2)."""
         head = {"functai_conversation": FORMAT, "kind": "program", "at": at, "version": self.version, "name": self.name}
         body = {"program_kind": "module", "module": self.module, "interface": self.interface}
         return {**head, **body, "fields": self.field_records(), "answer": self.answer}
+
+
+_REACHED = 1000
+"""How many items of a container the code reaches are looked at for handles: a module's large data list
+would otherwise be walked on every send."""
 
 
 def _untyped(hint: Any) -> bool:
@@ -225,13 +283,21 @@ def _source(fn: Callable[..., Any]) -> str:
         return fn.__qualname__  # defined where no source is kept (exec)
 
 
-def refuse(program: Program, *, remembers: Mapping[str, HelperMemory], persistent: bool = True) -> None:
+def refuse(
+    program: Program,
+    *,
+    remembers: Mapping[str, HelperMemory],
+    persistent: bool = True,
+    within: ConversationConfig | None = None,
+) -> None:
     """Refuse a conversation that cannot keep `program`'s turns, before anything is recorded.
 
     Raises:
         ThreadlineError: `conversation-opaque` (a field with no type), `conversation-content` (its
-            `log_content` keeps a field out of every record, and the store keeps records), or
-            `invalid-request` (`remembers` names a helper its code does not call, or it has no code).
+            `log_content` keeps a field out of every record, and the store keeps records),
+            `invalid-request` (`remembers` names a helper its code does not call, or it has no code), or
+            `conversation-nested` (its code reaches another conversation than `within` that `remembers`
+            does not declare `own`).
     """
     opaque = getattr(program, "opaque", ())
     if opaque:
@@ -247,6 +313,33 @@ def refuse(program: Program, *, remembers: Mapping[str, HelperMemory], persisten
             known = ", ".join(sorted(helpers)) or "none"
             message = f"remembers names {name!r}, which {program.name} does not call (its AI functions: {known})"
             raise ThreadlineError(ErrorCode.INVALID_REQUEST, message)
+    if within is not None and isinstance(program, CodeProgram):
+        _refuse_nested(program, remembers, within)
+
+
+def _refuse_nested(program: CodeProgram, remembers: Mapping[str, HelperMemory], within: ConversationConfig) -> None:
+    """The check a turn's code makes when it sends, made before the turn is placed for the conversations
+    the code reaches by name, so a refused turn records nothing."""
+    for inner in program.conversations():
+        refuse_nested(remembers, within, inner.program, inner.store, inner.conversation)
+
+
+def refuse_nested(
+    remembers: Mapping[str, HelperMemory], within: ConversationConfig, program: str, store: str, conversation: str
+) -> None:
+    """Refuse a send to `conversation` (of `program`) from a turn of `within`, unless it is that same
+    conversation or `remembers` declares its program `own`.
+
+    Raises:
+        ThreadlineError: `conversation-nested`.
+    """
+    if (store, conversation) == (within.store, within.conversation):
+        return
+    declared = remembers.get(program)
+    if declared is None or declared.mode != "own":
+        message = f"conversation {conversation} ({program}) is used inside a turn of {within.conversation};"
+        message += f" declare it with remembers={{{program!r}: 'own'}}"
+        raise ThreadlineError(ErrorCode.CONVERSATION_NESTED, message, conversation=conversation)
 
 
 def remembered(remembers: Mapping[str, HelperMemory], helper: str) -> HelperMemory | None:

@@ -22,6 +22,7 @@ import pydantic
 
 from core.errors import ErrorCode, ThreadlineError
 
+from .alone import alone
 from .approvals import Approve, Decision, check_approve, decide, tool_path
 from .fields import check_fields
 from .shape import UNIONS, canonical_json, full_shape, hash_json, shape_of, type_hints
@@ -278,6 +279,25 @@ class Program:
         head = {"functai_conversation": FORMAT, "kind": "program", "at": at, "version": self.version, "name": self.name}
         body = {"program_kind": "ai", "module": self.module, "interface": self.interface}
         return {**head, **body, "fields": self.field_records(), "answer": self.answer, "signature": self.signature}
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Called on its own, outside any conversation: the model answers (functai's call); nothing is
+        recorded. Positional inputs take the input names in order."""
+        return alone(self.name).ask(self, self.given(args, kwargs))
+
+    async def acall(self, *args: Any, **kwargs: Any) -> Any:
+        """`__call__` on an event loop."""
+        return await alone(self.name).answer(self, self.given(args, kwargs))
+
+    def given(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The inputs of a call by name (positional ones in the order of the inputs)."""
+        names = [name for name, _ in self.inputs]
+        if len(args) > len(names):
+            raise ThreadlineError(ErrorCode.INPUTS_INVALID, f"{self.name} takes {len(names)} input(s)")
+        twice = sorted(set(names[: len(args)]) & set(kwargs))
+        if twice:
+            raise ThreadlineError(ErrorCode.INPUTS_INVALID, f"{self.name}: two values for {twice[0]!r}")
+        return {**dict(zip(names, args, strict=False)), **kwargs}
 
     def validate_inputs(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         """Return `inputs` bound (defaults filled in) as JSON, or raise `inputs-invalid` naming the field."""

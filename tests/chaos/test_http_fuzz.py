@@ -159,6 +159,7 @@ BASES: dict[str, Any] = {
     "/v1/conversations/{conversation_id}/turns/{turn}/resume": {"results": {}},
     "/v1/conversations/{conversation_id}/turns/{turn}/approvals": {"verdict": "yes"},
     "/v1/conversations/{conversation_id}/schedules": {"message": "hi", "cron": "0 0 1 1 *"},
+    "/v1/conversations/{conversation_id}/turns/{turn}/ask-again": {"lm": "offline"},
     "/v1/codec/decode": {"payloads": [{"metadata": {"encoding": "anNvbi9wbGFpbg=="}, "data": "IkhpIg=="}]},
     "/v1/codec/encode": {"payloads": [{"metadata": {"encoding": "anNvbi9wbGFpbg=="}, "data": "IkhpIg=="}]},
     "/openai/v1/conversations": {"metadata": {"k": "v"}},

@@ -366,3 +366,17 @@ async def test_sse_events_keep_unicode_line_separators():
     events = [(e.name, e.data) for e in [e async for e in read_events(chunks())]]
 
     assert [("a", "x\u2028y"), ("message", "1\n2"), ("message", "last")] == events
+
+
+def test_a_requests_max_tokens_bounds_the_reply_on_both_wire_formats() -> None:
+    """A request's `max_tokens` (a summary's) is the provider's max tokens; without one, OpenAI's body has
+    none and Anthropic's keeps the provider's own bound."""
+    from activities.providers.anthropic import messages_body
+
+    bounded = build_request(TUTOR, [], {"message": "Summarise"}, model="m", max_tokens=500)
+    free = build_request(TUTOR, [], {"message": "Hi"}, model="m")
+
+    assert 500 == chat_body(bounded)["max_tokens"]
+    assert "max_tokens" not in chat_body(free)
+    assert 500 == messages_body(bounded, max_tokens=4096)["max_tokens"]
+    assert 4096 == messages_body(free, max_tokens=4096)["max_tokens"]

@@ -171,3 +171,20 @@ async def test_http_a_send_may_ask_about_nothing(shop: Threadline, http: httpx.A
     answered = await send(http, cid, **body)
 
     assert (200, "done") == (answered.status_code, answered.json()["state"])
+
+
+async def test_tool_exchanges_are_tool_messages(http: httpx.AsyncClient, shop: Threadline, cid: str) -> None:
+    """`messages()` and `GET /v1/conversations/{id}` show a turn's tool calls as the assistant's `tool_calls`
+    and each result as a `role: "tool"` message, between the user's message and the answer."""
+    chat = shop.conversation("shop", id=cid)
+    answer = await chat("Where is order 7?")
+
+    got = (await http.get(f"/v1/conversations/{cid}")).json()["messages"]
+    messages = await chat.messages()
+
+    assert ["user", "assistant", "tool", "tool", "assistant"] == [m["role"] for m in got]
+    assert ["order_status", "refund"] == [c["name"] for c in got[1]["tool_calls"]]
+    assert [c["id"] for c in got[1]["tool_calls"]] == [m["tool_call_id"] for m in got[2:4]]
+    assert ["order_status", "refund"] == [m["name"] for m in got[2:4]]
+    assert answer == got[-1]["content"]
+    assert [m["role"] for m in got] == [m["role"] for m in messages]

@@ -64,8 +64,8 @@ async def test_the_order_flow_end_to_end(http: httpx.AsyncClient, worker: Worker
     assert [None] * 4 + [{"greeting": "Two pizzas, please.", "quantity": 3, "email": "ada@example.com"}] == [
         r["flow_data"] for r in replies
     ]
-    assert list(range(2, 7)) == [r["turn_count"] for r in replies]
-    assert (False, False, None, 7) == (
+    assert list(range(1, 6)) == [r["turn_count"] for r in replies]  # the flow's start is no user message
+    assert (False, False, None, 6) == (
         after["in_flow"],
         after["flow_completed"],
         after["flow_data"],
@@ -198,3 +198,31 @@ async def test_openapi_describes_every_endpoint_with_examples(http: httpx.AsyncC
     assert {"/v1/conversations/{conversation_id}/messages", "/v1/conversations/{conversation_id}/flows"} <= set(
         spec["paths"]
     )
+
+
+async def test_turn_count_counts_user_messages_only(http: httpx.AsyncClient, worker: Worker) -> None:
+    """An imported assistant message is no user turn (`turn_count` 0); a user message then counts one."""
+    conversation = await create(http)
+    url = f"/v1/conversations/{conversation}/transcript"
+
+    alone = await http.post(url, json={"messages": [{"role": "assistant", "content": "Welcome!"}]})
+    state = (await http.get(f"/v1/conversations/{conversation}")).json()
+    after = await message(http, conversation, "Hello")
+
+    assert (201, 0) == (alone.status_code, alone.json()["turn_count"])
+    assert (0, ["assistant"]) == (state["turn_count"], [m["role"] for m in state["messages"]])
+    assert 1 == after["turn_count"]
+
+
+async def test_a_messages_metadata_is_kept_and_returned(http: httpx.AsyncClient, worker: Worker) -> None:
+    """Per-message `metadata` given with a message is kept with its turn and returned with the message."""
+    conversation = await create(http)
+
+    sent = await http.post(
+        f"/v1/conversations/{conversation}/messages", json={"message": "Hello", "metadata": {"channel": "sms"}}
+    )
+    await message(http, conversation, "Again")
+    got = (await http.get(f"/v1/conversations/{conversation}")).json()["messages"]
+
+    assert 200 == sent.status_code
+    assert [{"channel": "sms"}, {}] == [m["metadata"] for m in got if m["role"] == "user"]

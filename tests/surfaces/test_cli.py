@@ -218,6 +218,28 @@ async def test_bad_input_is_refused_before_anything_is_recorded(
         await client.get_workflow_handle(workflow_id("default", args[1])).describe()
 
 
+async def test_ask_again_prints_the_answer_and_records_only_when_asked(
+    cli_env: dict[str, str], worker: Worker, tl: Threadline, settings: Settings, cid: str
+) -> None:
+    """`ask-again ID TURN` prints what the turn's request answers now and records nothing; `--record` keeps it
+    as a new turn beside TURN."""
+    chat = tl.conversation("tutor", cid)
+    first, second = await chat.predict("one"), await chat.predict("two")
+    store = FolderStore(settings.store_folder("default"))
+    records = store.count(cid)
+
+    asked = await threadline_json(cli_env, "ask-again", cid, second.id)
+    unchanged = store.count(cid)
+    as_text = await threadline(cli_env, "ask-again", cid, second.id)
+    kept = await threadline_json(cli_env, "ask-again", cid, second.id, "--record")
+
+    assert (second.id, second.result, None) == (asked["turn"], asked["result"], asked["branch"])
+    assert records == unchanged
+    assert as_text.stdout.rstrip().endswith(str(second.result))
+    assert first.id == (await chat.turn(kept["branch"])).parent
+    assert 3 == len(await chat.turns(all=True))
+
+
 async def test_render_shows_the_earlier_turns_and_records_nothing(
     cli_env: dict[str, str], worker: Worker, tl: Threadline, settings: Settings, cid: str
 ) -> None:

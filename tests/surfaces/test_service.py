@@ -15,6 +15,7 @@ from temporalio.worker import Worker
 from activities.language_model import OfflineModel
 from core.settings import Settings
 from core.temporal import workflow_id
+from store.backends.folder import FolderStore
 from tests.support.kit import slow
 from tests.support.service_kit import read_events, recorded, send, serving, texts
 from threadline.client import Threadline
@@ -259,3 +260,26 @@ async def test_closing_an_unknown_conversation_is_not_found(http: httpx.AsyncCli
     closed = await http.delete(f"/v1/conversations/{cid}")
 
     assert (404, "conversation-not-found") == (closed.status_code, closed.json()["error"]["code"])
+
+
+# ----- asking a turn again
+
+
+async def test_a_turn_asked_again_over_http(http: httpx.AsyncClient, tl: Threadline, worker: Worker) -> None:
+    """`POST .../turns/{turn}/ask-again` answers the turn's request again and records nothing; with `record`,
+    a new turn beside it; an unknown turn is 404."""
+    cid = f"c-{uuid.uuid4().hex[:16]}"
+    chat = tl.conversation("tutor", cid)
+    first, second = await chat.predict("one"), await chat.predict("two")
+    folder = tl.settings.store_folder("default")
+    before = FolderStore(folder).count(cid)
+
+    asked = await http.post(f"/v1/conversations/{cid}/turns/{second.id}/ask-again", json={})
+    after = FolderStore(folder).count(cid)
+    kept = await http.post(f"/v1/conversations/{cid}/turns/{second.id}/ask-again", json={"record": True})
+    unknown = await http.post(f"/v1/conversations/{cid}/turns/no-such-turn/ask-again", json={})
+
+    assert (200, second.result, None) == (asked.status_code, asked.json()["result"], asked.json()["branch"])
+    assert before == after
+    assert first.id == (await chat.turn(kept.json()["branch"])).parent
+    assert (404, "turn-unknown") == (unknown.status_code, unknown.json()["error"]["code"])

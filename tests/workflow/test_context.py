@@ -209,6 +209,8 @@ async def test_a_summary_is_made_once_reused_and_extended(
 
     summaries = [r for r in fake.requests if is_summary(r)]
     assert 2 == len(summaries)
+    assert [500, 500] == [s.body.get("max_tokens") for s in summaries]  # max_summary_tokens' default
+    assert not any("max_tokens" in r.body for r in main_requests(fake))
     first = json.dumps(summaries[0].body)
     assert ("message 1" in first, "message 2" in first) == (True, False)
     second = json.dumps(summaries[1].body)

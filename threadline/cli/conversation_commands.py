@@ -1,4 +1,4 @@
-"""The conversation commands: `send`, `render`, `turns`, `show`, `history`, `stop` and `head`."""
+"""The conversation commands: `send`, `render`, `ask-again`, `turns`, `show`, `history`, `stop` and `head`."""
 
 from __future__ import annotations
 
@@ -72,6 +72,19 @@ def _add_render(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     render.add_argument("--from", dest="from_turn", metavar="TURN", help="as if continuing after exactly TURN")
     render.add_argument("--lm", metavar="MODEL", help="the model (default THREADLINE_MODEL)")
     render.set_defaults(run=run_render)
+
+    again = commands.add_parser(
+        "ask-again",
+        parents=[common],
+        help="send a turn's exact request again and print the answer",
+        description="Send turn TURN's exact request to its model again and print the answer; nothing is "
+        "recorded unless --record (then a new turn beside it, under the same parent).",
+    )
+    add_conversation(again)
+    again.add_argument("turn", metavar="TURN", help="the turn to ask again")
+    again.add_argument("--lm", metavar="MODEL", help="another model (default: the one the turn asked)")
+    again.add_argument("--record", action="store_true", help="record it as a new turn beside TURN")
+    again.set_defaults(run=run_ask_again)
 
 
 def _add_reading(commands: Subcommands, common: argparse.ArgumentParser) -> None:
@@ -185,6 +198,19 @@ async def run_render(args: argparse.Namespace, out: Output) -> int:
         chat = chat.continue_from(await chat.turn(args.from_turn))
     data = (await chat.render(lm=args.lm, **inputs)).model_dump(mode="json")
     out.emit({"conversation": chat.id, "store": args.store, **data}, output.render_text(data))
+    return 0
+
+
+async def run_ask_again(args: argparse.Namespace, out: Output) -> int:
+    """Print what turn TURN's request answers when sent again (recorded beside it only with `--record`)."""
+    from .remote import refuse_remote
+
+    refuse_remote("ask-again")
+    chat = await open_local(args, env_settings())
+    asked = await (await chat.turn(args.turn)).ask_again(lm=args.lm, record=args.record)
+    data = {"conversation": chat.id, "store": args.store, **asked.model_dump(mode="json")}
+    rows = [("turn", asked.turn), ("model", asked.model), ("recorded", asked.branch or "nothing")]
+    out.emit(data, output.fields(rows) + "\n\n" + output.text_of(asked.result))
     return 0
 
 

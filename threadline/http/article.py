@@ -21,7 +21,7 @@ from fastapi.security import HTTPBearer
 
 from threadline.client import Conversation
 from threadline.listing import MAX_LIMIT, ListedState
-from threadline.transcript import program_of
+from threadline.transcript import program_of, user_count
 
 from . import article_bodies as a
 from . import bodies as m
@@ -65,7 +65,7 @@ async def send_message(chat: Known, body: a.MessageRequest) -> a.MessageReply:
     """Send a message and wait for the reply: the active flow takes it first (its next prompt, a
     re-prompt, or its closing words with `flow_data`), else the conversation's program answers it."""
     mine = await _as_recorded(chat)
-    reply = await mine.message(body.message, request_id=body.request_id, lm=body.lm)
+    reply = await mine.message(body.message, request_id=body.request_id, lm=body.lm, metadata=body.metadata)
     request_id = reply.outcome.request_id if reply.outcome else ""
     return a.MessageReply(
         response=reply.response,
@@ -110,4 +110,4 @@ async def import_transcript(chat: Known, body: a.TranscriptRequest) -> a.Importe
     messages = [{"role": msg.role, "content": msg.content} for msg in body.messages]
     turns = await mine.add_messages(messages, request_id=body.request_id)
     log = await _log(mine)
-    return a.Imported(turns=turns, turn_count=len(log.branch(turns[-1] if turns else log.head)))
+    return a.Imported(turns=turns, turn_count=user_count(log, turns[-1] if turns else log.head))

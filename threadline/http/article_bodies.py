@@ -28,6 +28,8 @@ class MessageRequest(RequestBody):
     """An idempotency key: sending the same one again is the same message, answered the same way."""
     lm: str | None = None
     """The model for this message (and for a flow step's AI check)."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """The message's own metadata: kept with its turn, returned with the message (`GET .../{id}`)."""
 
 
 class MessageReply(BaseModel):

@@ -3,6 +3,7 @@
     POST /v1/conversations/{id}/turns/{turn}/approvals  {"verdict": "yes"|"no", "reason", "by", "site", "invocation"}
     POST /v1/conversations/{id}/turns/{turn}/resume     {"results": {invocation: output}, "rerun": [invocation]}
     POST /v1/conversations/{id}/turns/{turn}/abandon
+    POST /v1/conversations/{id}/turns/{turn}/ask-again  {"lm", "record"}: the turn's request sent again
 
 Each answers with the turn as it is then (with `"wait": true`, once the turn it resumed ended or waits
 again). `GET .../turns/{turn}` lists what a waiting turn asks (`approvals`).
@@ -16,6 +17,7 @@ from fastapi import APIRouter, Security
 from fastapi.security import HTTPBearer
 from pydantic import ConfigDict, Field
 
+from core.again_models import AskedAgain
 from threadline.acting import act, answer
 from threadline.reading import Turn
 
@@ -56,6 +58,28 @@ class ResumeRequest(m.RequestBody):
     rerun: list[str] = Field(default_factory=list)
     """The invocations (or call ids) of tools that may have run, to run again."""
     wait: bool = False
+
+
+class AskAgainRequest(m.RequestBody):
+    """Send a turn's exact request again: the answer, recorded only with `record` (a new turn beside it)."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{}, {"lm": "offline", "record": True}]})
+
+    lm: Annotated[str, Field(max_length=200)] | None = None
+    """Another model (default: the one the turn asked)."""
+    record: bool = False
+    """Record it as a new turn beside the turn (same parent), whose answer is returned."""
+
+
+@acting.post("/{conversation_id}/turns/{turn}/ask-again")
+async def ask_again(chat: Chat, turn: str, body: AskAgainRequest) -> AskedAgain:
+    """The turn's request (its program, what its `saw` records, its model unless `lm`) sent again.
+
+    Nothing is recorded unless `record`; 409 `turn-state` for a turn that has not ended or made no model
+    call of its own, 404 `turn-unknown`.
+    """
+    found = await chat.turn(turn)
+    return await found.ask_again(lm=body.lm, record=body.record)
 
 
 @acting.post("/{conversation_id}/turns/{turn}/approvals")
