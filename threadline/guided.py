@@ -2,7 +2,7 @@
 
     chat = tl.conversation("chat", id="order-7")
     await chat.setup("You are a friendly shop assistant.", metadata={"shop": "north"})
-    print((await chat.start_flow("order")).response)   # Hello! What would you like to order?
+    print((await chat.start_flow("order")).response)   # Welcome! What product would you like to order?
     reply = await chat.message("Two pizzas, please.")  # a flow's answer while one is active
     print(reply.response, reply.in_flow, reply.flow_data)
     print((await chat.flow()).step)                      # where the flow stands, read from the log

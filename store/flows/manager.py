@@ -7,7 +7,8 @@ append with `expect`, and what they mean.
 
 `FlowBuilder`, `Flow`, `FlowState` and `Step` are the article's API (`store.flows.definition`,
 `store.flows.steps`); `load_flows` finds flows in modules as `store.programs.program.load_programs` finds
-programs; the article's `create_order_flow` is the built-in flow `order`.
+programs; the article's `create_order_flow` is the built-in flow `order`
+(and release 0.2.0's shorter order flow is `checkout`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .steps import Ask, FlowState, Judgement, Step, judge
 from .turns import FLOW_STEP, Exchange, entries_only, exchange
 
 __all__ = [
+    "CHECKOUT",
     "FLOW_STEP",
     "ORDER",
     "Exchange",
@@ -36,6 +38,7 @@ __all__ = [
     "FlowState",
     "Progress",
     "Step",
+    "create_checkout_flow",
     "create_order_flow",
     "load_flows",
     "sections",
@@ -203,10 +206,40 @@ def _email_like(text: str) -> bool:
     return "@" in text and "." in text
 
 
+ARTICLE_ON_COMPLETE = "Flow completed"
+"""What the article's `FlowManager` answers when a flow's last answer is in."""
+
+
 def create_order_flow() -> Flow:
-    """The article's example flow: a greeting, a quantity (a positive whole number), an e-mail address."""
+    """The article's `create_order_flow()`, word for word: a product, a quantity (a positive whole
+    number), an e-mail address, and a confirmation whose answer completes the flow ("Flow completed")."""
     return (
-        FlowBuilder("order")
+        FlowBuilder("order", on_complete=ARTICLE_ON_COMPLETE)
+        .add_step("welcome", "Welcome! What product would you like to order?", next_step="quantity")
+        .add_step(
+            "quantity",
+            "How many would you like?",
+            validator=_positive_whole_number,
+            extractor=int,
+            next_step="email",
+            on_invalid="Please enter a valid number.",
+        )
+        .add_step(
+            "email",
+            "What's your email address for the confirmation?",
+            validator=_email_like,
+            next_step="confirm",
+            on_invalid="Please enter a valid email address.",
+        )
+        .add_step("confirm", "Great! I'll send the confirmation to your email. Is there anything else?")
+        .build()
+    )
+
+
+def create_checkout_flow() -> Flow:
+    """A shorter order: a greeting, a quantity, an e-mail address, closing with the project's own words."""
+    return (
+        FlowBuilder("checkout")
         .add_step("greeting", "Hello! What would you like to order?", next_step="quantity")
         .add_step(
             "quantity",
@@ -229,6 +262,9 @@ def create_order_flow() -> Flow:
 ORDER = create_order_flow()
 """The built-in flow `order` (the article's `create_order_flow()`)."""
 
+CHECKOUT = create_checkout_flow()
+"""The built-in flow `checkout` (the order flow of release 0.2.0, under its own name)."""
+
 
 def load_flows(modules: Iterable[str]) -> dict[str, Flow]:
     """The built-in flows plus every `Flow` defined at the top level of `modules`, by name.
@@ -236,7 +272,7 @@ def load_flows(modules: Iterable[str]) -> dict[str, Flow]:
     Raises:
         ThreadlineError: `flow-invalid` for a module that cannot be imported.
     """
-    flows = {ORDER.name: ORDER}
+    flows = {ORDER.name: ORDER, CHECKOUT.name: CHECKOUT}
     for name in modules:
         try:
             module = importlib.import_module(name)

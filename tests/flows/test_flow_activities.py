@@ -109,15 +109,15 @@ def _kit(tmp_path: Path, cid: str) -> Iterator[Kit]:
 
 
 async def run_order(kit: Kit) -> list[FlowResult]:
-    """The article's order flow with one invalid quantity and one invalid e-mail address."""
-    results = [await kit.start("order", message="I'd like to order.")]
+    """The `checkout` flow with one invalid quantity and one invalid e-mail address."""
+    results = [await kit.start("checkout", message="I'd like to order.")]
     for text in ("Two pizzas, please.", "lots", "3", "nope", "ada@example.com"):
         results.append(await kit.say(text))
     return results
 
 
 class TestOrderFlow:
-    """The article's `create_order_flow`, as the built-in flow `order`."""
+    """The built-in flow `checkout` (release 0.2.0's order flow)."""
 
     async def test_invalid_answers_reprompt_and_completion_returns_the_data_once(self, kit: Kit) -> None:
         """Each answer gets the next prompt or its step's `on_invalid`; the last one completes the flow
@@ -172,7 +172,7 @@ class TestOrderFlow:
     async def test_a_retried_step_writes_nothing_twice_and_answers_the_same(self, kit: Kit) -> None:
         """The same request id again (a retried activity) finds its turn and entries: nothing is appended
         and the result is the first one's, read back."""
-        start = FlowStart(store="default", conversation=kit.conversation, flow="order", request_id="start-1")
+        start = FlowStart(store="default", conversation=kit.conversation, flow="checkout", request_id="start-1")
         first_start = await ActivityEnvironment().run(kit.flows.start_flow, start)
         answer = kit.answer("Hello")
         first = await ActivityEnvironment().run(kit.flows.flow_step, answer)
@@ -188,7 +188,7 @@ class TestOrderFlow:
 
     async def test_a_retried_completion_returns_the_data_again_but_a_new_message_does_not(self, kit: Kit) -> None:
         """The completing call retried reads the same data back; only a new request id is past the flow."""
-        await kit.start("order")
+        await kit.start("checkout")
         await kit.say("Two pizzas, please.")
         await kit.say("3")
         last = kit.answer("ada@example.com")
@@ -201,7 +201,7 @@ class TestOrderFlow:
 
     async def test_the_progress_rebuilt_by_a_new_worker_equals_the_progress_before(self, kit: Kit) -> None:
         """A fresh read of the log gives the same progress, and a restarted worker goes on from there."""
-        await kit.start("order")
+        await kit.start("checkout")
         await kit.say("Two pizzas, please.")
         await kit.say("lots")
         cached = progress_of(await kit.flows.logs.get("default", kit.conversation).read())
@@ -309,7 +309,7 @@ class TestBeyondTheArticle:
         await kit.start("bulk")
         count = len(kit.records())
 
-        result = await kit.say("two dozen", flow="order", lm="openai:gpt-test")
+        result = await kit.say("two dozen", flow="checkout", lm="openai:gpt-test")
 
         assert (False, "bulk", "active") == (result.in_flow, result.flow, result.state)
         assert (count, []) == (len(kit.records()), kit.fake.requests)
@@ -357,7 +357,7 @@ class TestBeyondTheArticle:
 
     async def test_starting_a_flow_while_another_is_active_abandons_it(self, kit: Kit) -> None:
         """As the article's `start_flow` replaces the active flow, the old run is recorded `replaced`."""
-        await kit.start("order")
+        await kit.start("checkout")
 
         started = await kit.start("signup")
 
@@ -380,7 +380,7 @@ class TestBeyondTheArticle:
             status.current.state,
             status.current.in_flow,
         )
-        order = status.counts["order"]
+        order = status.counts["checkout"]
         assert (1, 1, 0, {"quantity": 1, "email": 1}) == (
             order.started,
             order.completed,
@@ -399,7 +399,7 @@ class TestBeyondTheArticle:
     async def test_a_request_id_a_retry_could_not_find_is_refused(self, kit: Kit) -> None:
         """An empty request id would make the exchange impossible to find again: `invalid-request`."""
         with pytest.raises(ApplicationError) as raised:
-            await kit.start("order", request_id="")
+            await kit.start("checkout", request_id="")
 
         assert ("invalid-request", []) == (raised.value.type, kit.records())
 
@@ -411,7 +411,7 @@ class TestBeyondTheArticle:
         )
 
         with pytest.raises(ApplicationError) as raised:
-            await kit.start("order")
+            await kit.start("checkout")
 
         assert "conversation-signature" == raised.value.type
 
@@ -450,7 +450,7 @@ class TestTheTranscript:
         turn = Writer(FolderStore(kit.folder), kit.conversation, TUTOR).send(TurnRequest({"message": "Thanks"}), model)
 
         data = '{"email": "ada@example.com", "greeting": "Two pizzas, please.", "quantity": 3}'
-        section = f"Collected by the 'order' flow: {data}"
+        section = f"Collected by the 'checkout' flow: {data}"
         assert [section] == seen[0].sections
         assert [section] == kit.log().turns[turn].record["context"]["sections"]
         assert 6 == len(seen[0].turns)

@@ -31,7 +31,7 @@ async def test_flow_start_then_send_answers_and_show_reads_it(
 ) -> None:
     """`flow start` prints the first prompt, `send` answers the flow while it is active (printing what
     it collected when it completes), and `flow show` reads where it stands from the store."""
-    started = await threadline(cli_env, "flow", "start", cid, "order")
+    started = await threadline(cli_env, "flow", "start", cid, "checkout")
     answers = [await threadline(cli_env, "send", cid, text) for text in ORDER_LINES[:4]]
     shown = await threadline_json(cli_env, "flow", "show", cid)
     text = await threadline(cli_env, "flow", "show", cid)
@@ -43,16 +43,16 @@ async def test_flow_start_then_send_answers_and_show_reads_it(
     assert ("completed", COLLECTED) == (shown["state"], shown["data"])
     assert {"started": 1, "completed": 1, "abandoned": 0, "handed_off": 0, "invalid": {"quantity": 1}} == shown[
         "counts"
-    ]["order"]
+    ]["checkout"]
     assert "state   completed\n" in text.stdout
 
 
 async def test_chat_shows_the_flows_prompts_and_what_it_collected(
     cli_env: dict[str, str], worker: Worker, cid: str
 ) -> None:
-    """In `threadline chat`, `/flow order` prints the first prompt, each line's answer is the flow's
+    """In `threadline chat`, `/flow checkout` prints the first prompt, each line's answer is the flow's
     next prompt, the data is printed when it completes, and the chat goes on freely after it."""
-    lines = "\n".join(["/flow order", *ORDER_LINES, "/flow"]) + "\n"
+    lines = "\n".join(["/flow checkout", *ORDER_LINES, "/flow"]) + "\n"
 
     done = await threadline(cli_env, "chat", cid, stdin=lines)
 
@@ -75,7 +75,7 @@ async def test_chat_shows_the_flows_prompts_and_what_it_collected(
 
 async def test_flow_stop_abandons_the_flow(cli_env: dict[str, str], worker: Worker, cid: str) -> None:
     """`flow stop` abandons the active flow; the next message is answered by the program."""
-    await threadline(cli_env, "flow", "start", cid, "order")
+    await threadline(cli_env, "flow", "start", cid, "checkout")
 
     stopped = await threadline(cli_env, "flow", "stop", cid)
     after = await threadline_json(cli_env, "send", cid, "Hello again")
@@ -89,7 +89,7 @@ async def test_list_prints_the_conversations_of_a_program(cli_env: dict[str, str
     """`threadline list --program` lists by the search attributes (a program of this test's own name)."""
     await threadline(cli_env, "send", cid, "Hi", "--program", "tutor")
     program = f"p{cid.replace('-', '')}"
-    await threadline(cli_env, "flow", "start", f"{cid}-x", "order", "--program", program)
+    await threadline(cli_env, "flow", "start", f"{cid}-x", "checkout", "--program", program)
 
     for _ in range(50):
         listed = await threadline_json(cli_env, "list", "--program", program)
@@ -97,4 +97,4 @@ async def test_list_prints_the_conversations_of_a_program(cli_env: dict[str, str
             break
 
     assert [(f"{cid}-x", program)] == [(c["conversation"], c["program"]) for c in listed["conversations"]]
-    assert ("order", "active") == (listed["conversations"][0]["flow"], listed["conversations"][0]["flow_state"])
+    assert ("checkout", "active") == (listed["conversations"][0]["flow"], listed["conversations"][0]["flow_state"])

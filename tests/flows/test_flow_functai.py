@@ -23,7 +23,7 @@ async def test_functai_lists_and_reads_a_conversation_that_went_through_a_flow(
     chat = tl.conversation("chat", id=cid)
     await chat.setup("You are a shop assistant.", metadata={"shop": "north"})
     await chat.add_messages([{"role": "user", "content": "Do you deliver?"}, {"role": "assistant", "content": "Yes."}])
-    replies = [await chat.start_flow("order"), *[await chat.message(text) for text in ORDER]]
+    replies = [await chat.start_flow("checkout"), *[await chat.message(text) for text in ORDER]]
     free = await chat.message("When will it arrive?")
 
     with offline([reply("Within the hour.")]) as lm:

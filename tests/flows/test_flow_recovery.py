@@ -104,7 +104,7 @@ async def test_a_dev_server_restart_mid_flow_goes_on_at_the_same_step(
         client = await Client.connect(server.address, data_converter=converter)
         async with build_worker(client, mine):
             chat = (await connect(mine, client=client)).conversation("chat", id=cid)
-            await chat.start_flow("order")
+            await chat.start_flow("checkout")
             await chat.message("Two pizzas, please.")
             await chat.message("3")
             await server.stop()
@@ -128,7 +128,7 @@ async def test_a_message_sent_while_no_worker_runs_answers_the_flow_once_one_doe
     first.wait_ready()
     tl = await connect(settings)
     chat = tl.conversation("chat", id=cid)
-    await chat.start_flow("order")
+    await chat.start_flow("checkout")
     first.kill()
 
     await chat.signal(TurnSend(request_id="while-down", inputs={"message": "A salad."}, program="chat"))
@@ -139,5 +139,5 @@ async def test_a_message_sent_while_no_worker_runs_answers_the_flow_once_one_doe
     finally:
         second.stop()
 
-    assert ("How many would you like?", "flow:order") == (outcome.result, outcome.model)
+    assert ("How many would you like?", "flow:checkout") == (outcome.result, outcome.model)
     assert ORDER_PROMPTS[:2] == said(flow_log(settings.store_folder("default"), cid))

@@ -24,26 +24,26 @@ async def test_the_workflow_counts_starts_ends_and_invalid_answers(
 ) -> None:
     """The `flows` query counts what the article asks to monitor; the search attributes show the latest flow."""
     chat = tl.conversation("chat", id=cid)
-    await chat.start_flow("order")
+    await chat.start_flow("checkout")
     for text in ("A pie.", "lots", "none", "2"):
         await chat.message(text)
-    await chat.start_flow("order")  # replaces the active one: abandoned `replaced`
+    await chat.start_flow("checkout")  # replaces the active one: abandoned `replaced`
 
     handle = client.get_workflow_handle(workflow_id("default", cid))
     status = await handle.query("flows", result_type=FlowStatus)
     attributes = (await handle.describe()).typed_search_attributes
 
-    count = status.counts["order"]
+    count = status.counts["checkout"]
     assert (2, 0, 1, {"quantity": 2}) == (count.started, count.completed, count.abandoned, count.invalid)
     assert ("active", "greeting") == (status.current.state, status.current.step)
-    assert ("order", "active") == (attributes.get(FLOW_KEY), attributes.get(FLOW_STATE_KEY))
+    assert ("checkout", "active") == (attributes.get(FLOW_KEY), attributes.get(FLOW_STATE_KEY))
 
 
 async def test_a_flow_goes_on_across_continue_as_new(tl: Threadline, worker: Worker, client: Client, cid: str) -> None:
     """Invalid answers until the run continues as new: the new run reads the flow back from the log and
     takes the next answer at the same step, with the counts it had."""
     chat = tl.conversation("chat", id=cid)
-    await chat.start_flow("order")
+    await chat.start_flow("checkout")
     await chat.message("A pie.")
     handle = client.get_workflow_handle(workflow_id("default", cid))
     first = (await handle.describe()).run_id
@@ -57,13 +57,13 @@ async def test_a_flow_goes_on_across_continue_as_new(tl: Threadline, worker: Wor
     status = await handle.query("flows", result_type=FlowStatus)
 
     assert "What e-mail address should the confirmation go to?" == after.response
-    assert {"quantity": tries} == status.counts["order"].invalid
+    assert {"quantity": tries} == status.counts["checkout"].invalid
 
 
 async def test_a_stopped_flow_lets_messages_go_to_the_program(tl: Threadline, worker: Worker, cid: str) -> None:
     """`stop_flow` abandons the flow (`stopped`); the next message is an ordinary turn."""
     chat = tl.conversation("chat", id=cid)
-    await chat.start_flow("order")
+    await chat.start_flow("checkout")
 
     await chat.stop_flow()
     reply = await chat.message("Hello?")
@@ -89,7 +89,7 @@ async def test_an_unknown_flow_is_refused_and_records_nothing(
 async def test_a_send_that_names_its_place_is_never_a_flows_answer(tl: Threadline, worker: Worker, cid: str) -> None:
     """`continue_from` places a turn where the caller says: the active flow does not take it."""
     chat = tl.conversation("chat", id=cid)
-    first = await chat.start_flow("order")
+    first = await chat.start_flow("checkout")
 
     beside = await chat.continue_from(first.turn).predict("Not an answer.")
     view = await chat.flow()
@@ -103,7 +103,7 @@ async def test_a_flow_conversation_history_replays(tl: Threadline, worker: Worke
     chat = tl.conversation("chat", id=cid)
     await chat.setup("Be brief.", metadata={"n": 1})
     await chat.add_messages([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}])
-    await chat.start_flow("order")
+    await chat.start_flow("checkout")
     for text in ("Soup.", "many", "2"):
         await chat.message(text)
     await chat.stop_flow()

@@ -12,7 +12,16 @@ from pydantic import EmailStr
 
 from core.errors import ErrorCode, ThreadlineError
 from store.backends.memory import MemoryStore
-from store.flows.manager import ORDER, Exchange, FlowBuilder, FlowManager, FlowState, create_order_flow, load_flows
+from store.flows.manager import (
+    CHECKOUT,
+    Exchange,
+    FlowBuilder,
+    FlowManager,
+    FlowState,
+    create_checkout_flow,
+    create_order_flow,
+    load_flows,
+)
 from store.flows.progress import Progress, apply, progress_of
 from store.flows.steps import Ask, Asked, Check, Judgement, judge
 from store.log.collected import sections
@@ -50,9 +59,34 @@ def code_of(raised: pytest.ExceptionInfo[ThreadlineError]) -> ErrorCode:
 class TestTheArticlesAPI:
     """`FlowBuilder(...).build()` gives a flow that runs in memory as the article runs it."""
 
-    def test_the_order_flow_asks_reprompts_and_completes(self) -> None:
-        """`get_current_prompt` and `process_response(message) -> (valid, text)` walk the order flow."""
+    def test_the_order_flow_is_the_articles_word_for_word(self) -> None:
+        """`get_current_prompt` and `process_response(message) -> (valid, text)` walk the article's four
+        steps with its words; the answer to `confirm` completes it with "Flow completed"."""
         flow = create_order_flow()
+
+        first = flow.get_current_prompt()
+        said = [flow.process_response(text) for text in ("Pizza", "0", "3", "ada", "ada@example.com", "No, thanks")]
+
+        assert "Welcome! What product would you like to order?" == first
+        assert [
+            (True, "How many would you like?"),
+            (False, "Please enter a valid number."),
+            (True, "What's your email address for the confirmation?"),
+            (False, "Please enter a valid email address."),
+            (True, "Great! I'll send the confirmation to your email. Is there anything else?"),
+            (True, "Flow completed"),
+        ] == said
+        assert (FlowState.COMPLETED, None) == (flow.state, flow.get_current_prompt())
+        assert {
+            "welcome": "Pizza",
+            "quantity": 3,
+            "email": "ada@example.com",
+            "confirm": "No, thanks",
+        } == flow.collected_data
+
+    def test_the_checkout_flow_asks_reprompts_and_completes(self) -> None:
+        """Release 0.2.0's order flow, kept as `checkout`: three steps and the project's closing words."""
+        flow = create_checkout_flow()
 
         first = flow.get_current_prompt()
         said = [flow.process_response(text) for text in ("Pizza", "0", "3", "ada", "ada@example.com")]
@@ -70,7 +104,7 @@ class TestTheArticlesAPI:
 
     def test_a_finished_run_refuses_more_answers_and_a_copy_starts_again(self) -> None:
         """Once over, `process_response` is refused; `copy()` is the same flow at its first step."""
-        flow = create_order_flow()
+        flow = create_checkout_flow()
         for text in ("Pizza", "3", "ada@example.com"):
             flow.process_response(text)
 
@@ -190,8 +224,8 @@ class TestProgress:
 
     def test_the_progress_rebuilt_from_the_log_equals_each_exchanges(self) -> None:
         """After every exchange, a fresh read of the log gives exactly the progress the exchange decided."""
-        chat = Conversation(FlowManager([ORDER]))
-        exchanges = [chat.start("order")]
+        chat = Conversation(FlowManager([CHECKOUT]))
+        exchanges = [chat.start("checkout")]
         for i, text in enumerate(("Pizza", "lots", "3")):
             exchanges.append(chat.say(text, f"r-{i}"))
 
@@ -199,7 +233,7 @@ class TestProgress:
 
         assert [e.progress for e in exchanges] == rebuilt
         assert Progress(
-            exchanges[0].turn, "order", FlowState.ACTIVE, "email", {"greeting": "Pizza", "quantity": 3}, 0, 4
+            exchanges[0].turn, "checkout", FlowState.ACTIVE, "email", {"greeting": "Pizza", "quantity": 3}, 0, 4
         ) == (progress_of(chat.log()))
 
     def test_entries_of_another_run_or_step_change_nothing(self) -> None:
@@ -236,7 +270,7 @@ class TestRegistry:
         """Every `Flow` at a module's top level, by name, beside `order`."""
         flows = load_flows(["tests.support.example_flows"])
 
-        assert ["bulk", "order", "signup", "support"] == sorted(flows)
+        assert ["bulk", "checkout", "order", "signup", "support"] == sorted(flows)
         assert SUPPORT is flows["support"]
 
     def test_a_module_that_cannot_be_imported_is_refused(self) -> None:
@@ -267,8 +301,8 @@ class TestRegistry:
 
     def test_a_flow_no_longer_registered_is_abandoned_and_the_message_goes_on(self) -> None:
         """A deploy that dropped the flow: its run is abandoned (`changed`), the message is not the flow's."""
-        chat = Conversation(FlowManager([ORDER]))
-        chat.start("order")
+        chat = Conversation(FlowManager([CHECKOUT]))
+        chat.start("checkout")
         chat.manager = FlowManager()
 
         exchange = chat.say("Pizza", "r-1")
@@ -281,8 +315,8 @@ class TestRegistry:
 
     def test_the_collected_data_is_a_section_only_on_the_branch_through_the_completion(self) -> None:
         """The completed entry belongs to the last answer's turn: a branch before it is told nothing."""
-        chat = Conversation(FlowManager([ORDER]))
-        first = chat.start("order")
+        chat = Conversation(FlowManager([CHECKOUT]))
+        first = chat.start("checkout")
         for i, text in enumerate(("Pizza", "3", "ada@example.com")):
             last = chat.say(text, f"r-{i}")
 

@@ -23,9 +23,10 @@ from threadline.http import create_app
 ORDER = [
     ("Two pizzas, please.", "How many would you like?", True),
     ("lots", "Please enter a valid number.", True),
-    ("3", "What e-mail address should the confirmation go to?", True),
+    ("3", "What's your email address for the confirmation?", True),
     ("nope", "Please enter a valid email address.", True),
-    ("ada@example.com", "Thank you, that is everything I needed.", True),
+    ("ada@example.com", "Great! I'll send the confirmation to your email. Is there anything else?", True),
+    ("No, that's all.", "Flow completed", True),
 ]
 """The article's order flow: each message, the response, and whether the flow took it."""
 
@@ -58,14 +59,14 @@ async def test_the_order_flow_end_to_end(http: httpx.AsyncClient, worker: Worker
     replies = [await message(http, conversation, text) for text, _, _ in ORDER]
     after = await message(http, conversation, "When will it arrive?")
 
-    assert (True, "Hello! What would you like to order?") == (started["flow_started"], started["prompt"])
+    assert ("order", "Welcome! What product would you like to order?") == (started["flow_started"], started["prompt"])
     assert [(response, in_flow) for _, response, in_flow in ORDER] == [(r["response"], r["in_flow"]) for r in replies]
-    assert [False] * 4 + [True] == [r["flow_completed"] for r in replies]
-    assert [None] * 4 + [{"greeting": "Two pizzas, please.", "quantity": 3, "email": "ada@example.com"}] == [
-        r["flow_data"] for r in replies
-    ]
-    assert list(range(1, 6)) == [r["turn_count"] for r in replies]  # the flow's start is no user message
-    assert (False, False, None, 6) == (
+    assert [False] * 5 + [True] == [r["flow_completed"] for r in replies]
+    assert [None] * 5 + [
+        {"welcome": "Two pizzas, please.", "quantity": 3, "email": "ada@example.com", "confirm": "No, that's all."}
+    ] == [r["flow_data"] for r in replies]
+    assert list(range(1, 7)) == [r["turn_count"] for r in replies]  # the flow's start is no user message
+    assert (False, False, None, 7) == (
         after["in_flow"],
         after["flow_completed"],
         after["flow_data"],
@@ -73,7 +74,7 @@ async def test_the_order_flow_end_to_end(http: httpx.AsyncClient, worker: Worker
     )
     assert after["response"].startswith("(offline) You said: When will it arrive?")
     kinds = [str(e["entry"]) for e in flow_entries(Log(FolderStore(folder).read(conversation)))]
-    assert ["started", "answered", "invalid", "answered", "invalid", "answered", "completed"] == kinds
+    assert ["started", "answered", "invalid", "answered", "invalid", "answered", "answered", "completed"] == kinds
 
 
 async def test_the_conversation_and_its_history_show_the_articles_keys(http: httpx.AsyncClient, worker: Worker) -> None:

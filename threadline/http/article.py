@@ -85,7 +85,13 @@ async def start_flow(chat: Known, body: a.FlowStartRequest) -> a.FlowStarted:
     mine = await _as_recorded(chat)
     reply = await mine.start_flow(body.flow_name, body.message, request_id=body.request_id)
     request_id = reply.outcome.request_id if reply.outcome else ""
-    return a.FlowStarted(prompt=str(reply.response), flow=body.flow_name, turn=reply.turn, request_id=request_id)
+    return a.FlowStarted(
+        flow_started=body.flow_name,
+        prompt=str(reply.response),
+        flow=body.flow_name,
+        turn=reply.turn,
+        request_id=request_id,
+    )
 
 
 @router.get("/{conversation_id}/flows")

@@ -39,7 +39,7 @@ class MessageReply(BaseModel):
         json_schema_extra={
             "examples": [
                 {
-                    "response": "What e-mail address should the confirmation go to?",
+                    "response": "What's your email address for the confirmation?",
                     "turn_count": 4,
                     "in_flow": True,
                     "flow_completed": False,
@@ -79,11 +79,14 @@ class FlowStarted(BaseModel):
 
     model_config = ConfigDict(
         json_schema_extra={
-            "examples": [{"flow_started": True, "prompt": "Hello! What would you like to order?", "flow": "order"}]
+            "examples": [
+                {"flow_started": "order", "prompt": "Welcome! What product would you like to order?", "flow": "order"}
+            ]
         }
     )
 
-    flow_started: bool = True
+    flow_started: str
+    """The flow's name, as the article answers it."""
     prompt: str
     flow: str
     turn: str | None = None
@@ -101,7 +104,7 @@ class FlowState(BaseModel):
                     "state": "active",
                     "step": "email",
                     "prompt": "Please enter a valid email address.",
-                    "data": {"greeting": "Two pizzas, please.", "quantity": 3},
+                    "data": {"welcome": "Two pizzas, please.", "quantity": 3},
                     "reminded": False,
                     "attempts": 1,
                     "run": _TURN,
