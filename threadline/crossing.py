@@ -90,10 +90,22 @@ def _rpc(err: RPCError) -> ThreadlineError:
         return ThreadlineError(ErrorCode.CONVERSATION_NOT_FOUND, "no such conversation is open: send a turn first")
     if err.status == RPCStatusCode.DEADLINE_EXCEEDED:
         return Unreached(_LATE, status=TIMED_OUT)
+    if err.status in _REFUSED:
+        code, why = _REFUSED[err.status]
+        return ThreadlineError(code, f"Temporal refused the call ({err.status.name}): {why}")
     # UNAVAILABLE is also a server that was killed or restarts (`tcp connect error`); the SDK has
     # retried it for seconds already.
     message = f"Temporal did not answer ({err.status.name}); retry when it is back"
     return Unreached(message, status=err.status.name)
+
+
+_REFUSED: Final = {
+    RPCStatusCode.UNIMPLEMENTED: (ErrorCode.INTERNAL, "this Temporal server does not offer it"),
+    RPCStatusCode.INVALID_ARGUMENT: (ErrorCode.INVALID_REQUEST, "it was malformed"),
+    RPCStatusCode.PERMISSION_DENIED: (ErrorCode.FORBIDDEN, "the connection may not do this"),
+    RPCStatusCode.UNAUTHENTICATED: (ErrorCode.UNAUTHORIZED, "the connection's credentials were refused"),
+}
+"""Refusals that asking again would not change (answered, not `Unreached`)."""
 
 
 Refusal = Callable[[str, str], "ThreadlineError | None"]

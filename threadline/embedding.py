@@ -13,8 +13,7 @@ import contextlib
 import dataclasses
 import uuid
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
-from temporalio.service import RPCError
+from temporalio.client import Client, WorkflowExecutionStatus
 
 from core.errors import ErrorCode, ThreadlineError
 from core.models import ConversationConfig
@@ -22,6 +21,8 @@ from core.settings import FUNCTAI_STORE, Settings
 from core.temporal import workflow_id
 from store.backends.objects import is_store_object
 from store.backends.opening import StoreSet
+
+from .crossing import crossing
 
 MEMORY = "memory"
 """The name that asks for the process's memory store (as `store=None` does)."""
@@ -54,7 +55,7 @@ class Embedded:
 
     async def _close(self, wid: str) -> None:
         handle = self.client.get_workflow_handle(wid)
-        with contextlib.suppress(RPCError, WorkflowUpdateFailedError):  # gone, or closed meanwhile
+        with contextlib.suppress(ThreadlineError), crossing():  # gone, or closed meanwhile
             described = await handle.describe()
             if described.status == WorkflowExecutionStatus.RUNNING and described.task_queue == self.settings.task_queue:
                 await handle.execute_update("close", result_type=int)
