@@ -14,15 +14,25 @@ from core.context import ContextRule
 from core.models import ConversationConfig, PrepareResult, TurnSend
 from store.backends.reader import ConversationLog, now
 from store.log.rules import view_head
-from store.log.state import Log
+from store.log.state import Log, Turn
 from store.log.summary import KIND as SUMMARY
 from store.log.summary import PLUGIN as THREADLINE
 from store.log.summary import SUMMARISER, due, latest, summariser_inputs, summary_data
-from store.log.topics import CLASSIFIER, classified, current_label, topics
+from store.log.topics import (
+    CLASSIFIER,
+    RECENT_TURNS,
+    SHOWN_TOPICS,
+    classified,
+    current_label,
+    first_topic,
+    short_label,
+    topic_history,
+    topics,
+)
 from store.programs.program import Program
 from store.records import entry_record
 
-from .language_model import Providers, build_request, render_values
+from .language_model import OfflineModel, Providers, build_request, render_values
 from .plan import rule_of, view_of
 
 logger = structlog.get_logger(__name__)
@@ -107,21 +117,47 @@ class Preparer:
         log = await self.conversation.read()
         data = classified(log, send.request_id)
         if data is None:
-            head = view_head(log, view_of(send))
-            inputs = {
-                "message": render_values(send.inputs),
-                "current": current_label(log, head),
-                "topics": [str(t["label"]) for t in topics(log)],
-            }
-            outputs, usage = await self.ask_counted(CLASSIFIER, inputs, rule.topic_model or send.lm, "topic")
-            data = {"request_id": send.request_id, "shift": outputs["shift"], "label": outputs["result"]}
-            data["confidence"] = outputs["confidence"]
-            data["usage"] = usage  # the turn's `ended` usage counts this call too
+            data = await self._classify(log, rule, send)
             if record:
                 await self.conversation.append([entry_record(THREADLINE, "topic", data)])
         if rule.topics != "branch" or send.continue_from:
             return result.model_copy(update={"topic": data})
         return result.model_copy(update={"topic": data, **_placement(await self.conversation.read(), data)})
+
+    async def _classify(self, log: Log, rule: ContextRule, send: TurnSend) -> dict[str, Any]:
+        """The send's topic entry: the first message is a new topic without a model call; later
+        ones are classified against the last turns and the last topics of the history."""
+        message = render_values(send.inputs)
+        if not log.turns:
+            return first_topic(send.request_id, message)
+        history = topic_history(log)
+        head = view_head(log, view_of(send))
+        inputs = {
+            "message": message,
+            "recent": "\n".join(_exchange(t) for t in log.branch(head)[-RECENT_TURNS:]),
+            "current": current_label(log, head),
+            "topics": history[-SHOWN_TOPICS:],
+        }
+        model = rule.topic_model or send.lm
+        outputs, usage = await self.ask_counted(CLASSIFIER, inputs, model, "topic")
+        offline = isinstance(self.providers.resolve(model or self.model)[0], OfflineModel)
+        return {
+            "request_id": send.request_id,
+            "shift": outputs["shift"],
+            # the offline model echoes its prompt: its label is the message's own few words
+            "label": short_label(message) if offline else outputs["result"],
+            "confidence": outputs["confidence"],
+            "previous_topic": history[-1] if history else None,
+            "usage": usage,  # the turn's `ended` usage counts this call too
+        }
+
+
+def _exchange(turn: Turn) -> str:
+    """One earlier turn as the classifier reads it: the user's message, then the answer."""
+    lines = [f"user: {render_values(turn.inputs)}"]
+    if turn.outputs:
+        lines.append(f"assistant: {render_values(turn.outputs)}")
+    return "\n".join(lines)
 
 
 def _placement(log: Log, data: dict[str, Any]) -> dict[str, Any]:

@@ -1,10 +1,16 @@
 """Topic tracking over the record log: each message's topic is an `entry` (plugin `threadline`,
 kind `topic`) with its request id, so a topic's turns are found through the log's request ids
 and branches stay the saved contexts: nothing is copied.
+
+As the multi-turn article's tracker does, the topic history holds a label only when it was a new
+topic or a refinement (a continuation or a return adds nothing), the classifier is shown the last
+three turns and the last five topics of that history, and each entry names the `previous_topic`
+(the history's latest label before it).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -24,9 +30,25 @@ CLASSIFIER = Program.define(
     "topic, a refinement of it, a new topic, or a return to one of the earlier topics listed. Give "
     "the topic a short label (reuse an earlier label exactly when the message returns to it) and "
     "your confidence from 0 to 1.",
-    inputs={"message": str, "current": str, "topics": list[str]},
+    inputs={"message": str, "recent": str, "current": str, "topics": list[str]},
     outputs={"shift": Shift, "confidence": float, "result": str},
 )
+
+
+RECENT_TURNS = 3
+"""How many of the latest turns the classifier is shown (the article's `messages[-3:]`)."""
+SHOWN_TOPICS = 5
+"""How many of the latest topics of the history the classifier is shown (the article's five)."""
+HISTORY_SHIFTS = ("new", "refinement")
+"""The shifts whose label enters the topic history (the article's NEW_TOPIC and REFINEMENT)."""
+LABEL_WORDS = 4
+_COMMON_WORDS = (
+    "a about an and are as at be can could do does for from help how i i'm im in is it let's me my "
+    "of on or please so tell that the this to us we what when where which who why will with would "
+    "you your their them they there these those have has was were some any also just like want "
+    "need know"
+)
+_STOPWORDS = frozenset(_COMMON_WORDS.split())
 
 
 def topic_entries(log: Log) -> list[dict[str, Any]]:
@@ -57,6 +79,30 @@ def topics(log: Log) -> list[dict[str, Any]]:
             topic["turns"].append(turn)
             topic["latest"] = turn
     return list(found.values())
+
+
+def topic_history(log: Log) -> list[str]:
+    """The labels of the topic history, oldest first: those of new topics and refinements."""
+    return [str(d.get("label") or "") for d in _topic_data(log) if d.get("shift") in HISTORY_SHIFTS]
+
+
+def first_topic(request_id: str, message: str) -> dict[str, Any]:
+    """The first message's topic: new, with full confidence, labelled without asking a model."""
+    return {
+        "request_id": request_id,
+        "shift": "new",
+        "label": short_label(message),
+        "confidence": 1.0,
+        "previous_topic": None,
+        "usage": {},
+    }
+
+
+def short_label(text: str) -> str:
+    """A few words naming what `text` is about: its first words that are not common ones."""
+    words = re.findall(r"[\w'-]+", text.lower())
+    kept = [w for w in words if w not in _STOPWORDS and len(w) > 1] or words
+    return " ".join(kept[:LABEL_WORDS])
 
 
 def _topic_data(log: Log) -> Iterator[dict[str, Any]]:

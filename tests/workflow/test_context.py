@@ -276,16 +276,17 @@ async def test_render_is_the_request_the_provider_then_receives(
 async def test_topics_move_onto_their_own_branches_and_back(
     tl: Threadline, live: Settings, fake: FakeProvider, cid: str
 ) -> None:
-    """A new topic starts its own branch; returning to a topic continues from its latest turn."""
+    """A new topic starts its own branch; returning to a topic continues from its latest turn (the
+    first message is a new topic without a model call)."""
 
     def topic(shift: str, label: str) -> Reply:
         return Reply(outputs={"shift": shift, "confidence": 0.9, "result": label})
 
     chat = tl.conversation("tutor", id=cid, lm="openai:gpt-test", context={"topics": "branch"})
-    fake.add(topic("new", "fractions"), Reply("f1"), topic("continuation", "fractions"), Reply("f2"))
+    fake.add(Reply("f1"), topic("continuation", "fractions"), Reply("f2"))
     fake.add(topic("new", "decimals"), Reply("d1"), topic("return", "fractions"), Reply("f3"))
 
-    f1, f2, d1, f3 = [await chat.predict(m) for m in ("1/2?", "and 1/3?", "what is 0.5?", "back to 1/3")]
+    f1, f2, d1, f3 = [await chat.predict(m) for m in ("fractions: 1/2?", "and 1/3?", "what is 0.5?", "back to 1/3")]
 
     assert [None, f1.id, None, f2.id] == [f1.parent, f2.parent, d1.parent, f3.parent]
     assert [f1.id, f2.id] == f3.saw

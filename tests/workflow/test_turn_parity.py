@@ -81,12 +81,14 @@ async def test_usage_counts_the_repair_request_too(live: Threadline, fake: FakeP
 async def test_usage_counts_the_topic_call_and_every_tool_round(live: Threadline, cid: str) -> None:
     """With topics tracked and tools, `ended.usage` sums the classification and both model steps."""
     chat = live.conversation("shop", id=cid, context={"topics": "track"})
+    await chat.predict("Hello.")  # the first message is a new topic without a model call
 
     turn = await chat.predict("Where is order 7?")
 
     log = Log(records(live, cid))
     replies = [r["response"]["usage"] for r in log.turns[turn.id].replies]
-    topic = next(e["data"]["usage"] for e in log.entries if e.get("entry") == "topic")
+    topics = [e["data"] for e in log.entries if e.get("entry") == "topic"]
+    topic = next(t["usage"] for t in topics if t["request_id"] == turn.request_id)
     expected = {k: sum(u[k] for u in [*replies, topic]) for k in ("input_tokens", "output_tokens", "total_tokens")}
     assert expected == turn.usage
 
