@@ -64,12 +64,25 @@ async def test_unknown_ids_are_not_found(tl: Threadline, worker: Worker) -> None
     [
         ({"model": "no-such-model"}, "model", "model_not_found"),
         ({"tools": [{"type": "function", "name": "f", "parameters": {}}]}, "tools", "invalid_request"),
+        (
+            {"input": [{"type": "function_call_output", "call_id": "call-1", "output": "42"}]},
+            "input",
+            "invalid_request",
+        ),
         ({"store": False}, "store", "invalid_request"),
         ({"input": [{"role": "assistant", "content": "I said this"}]}, "input", "invalid_request"),
         ({"input": ""}, "input", "invalid_request"),
         ({"extra_body": {"prompt_cache_key": "x"}}, None, "invalid_request"),
     ],
-    ids=["unknown-model", "tools", "store-false", "assistant-input", "empty-input", "unmapped-field"],
+    ids=[
+        "unknown-model",
+        "tools",
+        "function-call-output",
+        "store-false",
+        "assistant-input",
+        "empty-input",
+        "unmapped-field",
+    ],
 )
 async def test_bad_input_is_a_bad_request_and_records_nothing(
     tl: Threadline, worker: Worker, folder: Path, given: dict[str, object], param: str | None, code: str

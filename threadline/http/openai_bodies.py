@@ -44,6 +44,22 @@ class InputMessage(RequestBody):
 Items = Annotated[list[InputMessage], Field(max_length=20)]
 
 
+class CallItem(RequestBody):
+    """A function call or its output, as the client sends them back in `input`: read so that the refusal
+    names them (function tools are not served), never recorded."""
+
+    type: Literal["function_call", "function_call_output"]
+    call_id: str
+    output: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+    arguments: str | None = None
+    id: str | None = None
+    status: str | None = None
+
+
+ResponseItems = Annotated[list[InputMessage | CallItem], Field(max_length=20)]
+
+
 class CreateConversation(RequestBody):
     """A new conversation, with messages to record first (no model call) and metadata."""
 
@@ -110,7 +126,7 @@ class CreateResponse(RequestBody):
     )
 
     model: str | None = None
-    input: str | Items | None = None
+    input: str | ResponseItems | None = None
     instructions: str | None = None
     conversation: str | ConversationRef | None = None
     previous_response_id: str | None = None

@@ -44,6 +44,11 @@ router = APIRouter(
     dependencies=[Security(HTTPBearer(auto_error=False))],
 )
 
+_NO_TOOLS = (
+    "function tools are not served through this protocol: a turn runs only the tools its program registers"
+    " on the worker, never the caller's"
+)
+
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)]
 
 
@@ -52,10 +57,11 @@ def asked(body: o.CreateResponse) -> tuple[str, str | None]:
 
     Raises:
         ThreadlineError: 400 for what this service does not take: no input, an assistant message (send
-            it with `conversations.items.create`), tools, `store: false`.
+            it with `conversations.items.create`), `tools` and the function call items that answer them,
+            `store: false`.
     """
     if body.tools:
-        raise bad_request("function tools are not supported through this protocol yet; send no `tools`", "tools")
+        raise bad_request(_NO_TOOLS + "; send no `tools`", "tools")
     if body.store is False:
         raise bad_request(
             "every response is recorded (that is what makes it durable); leave out `store: false`", "store"
@@ -67,6 +73,8 @@ def asked(body: o.CreateResponse) -> tuple[str, str | None]:
     said: list[str] = []
     told = [body.instructions] if body.instructions else []
     for i, item in enumerate(body.input):
+        if isinstance(item, o.CallItem):
+            raise bad_request(f"input[{i}] is a {item.type} item: {_NO_TOOLS}, so there is no call to answer", "input")
         if item.role == "assistant":
             raise bad_request(f"input[{i}] is an assistant message: record it with conversations.items.create", "input")
         (said if item.role == "user" else told).append(item.text)
