@@ -20,7 +20,7 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from core.models import TurnSend
+from core.models import StopSend, TurnSend
 from core.settings import Settings
 from core.temporal import workflow_id
 from store.backends.folder import FolderStore
@@ -279,3 +279,44 @@ def test_the_worker_command_serves_metrics_on_its_metrics_port(settings: Setting
             process.wait(timeout=30)
 
     assert sample(text, "temporal_num_pollers", task_queue=settings.task_queue) > 0
+
+
+async def test_sends_stops_appends_claim_checks_and_open_runs_are_counted(
+    tl: Threadline, settings: Settings, tmp_path: Path, cid: str
+) -> None:
+    """While a turn with a message over 8 KB runs: a send refused, one branched beside it, two queued;
+    then a stop. The worker's `/metrics` counts exactly those, times its appends, counts the bytes
+    kept out of history, and shows one open run; no label holds the conversation id or the text."""
+    port, log = free_port(), tmp_path / "worker.log"
+    with Receiver() as receiver:
+        running = worker(settings, log, telemetry_env(receiver, "tl-worker", port), delay=3.0)
+        chat = tl.conversation("tutor", id=cid)
+        try:
+            await chat.signal(TurnSend(request_id=uuid7(), inputs={"message": f"{MARKER} " + "x" * 9000}))
+            await _until_asked(log)
+            for sends in ("refuse", "branch", "queue", "queue"):  # in this order: a queued one holds the queue
+                await chat.signal(TurnSend(request_id=uuid7(), inputs={"message": f"{sends} {MARKER}"}, sends=sends))
+            deadline, text = time.monotonic() + 120, ""
+            while sample(text, "threadline_busy_sends_total") < 4 or sample(text, "threadline_turns_total") < 5:
+                assert time.monotonic() < deadline, text
+                await asyncio.sleep(0.5)
+                text = scrape(port)
+            await chat.signal(StopSend())
+            while sample(text, "threadline_stops_total") < 1:
+                assert time.monotonic() < deadline, text
+                await asyncio.sleep(0.2)
+                text = scrape(port)
+        finally:
+            running.stop()
+
+    busy = {o: sample(text, "threadline_busy_sends_total", outcome=o) for o in ("queued", "refused", "branched")}
+    assert {"queued": 2, "refused": 1, "branched": 1} == busy
+    assert 1 == sample(text, "threadline_stops_total", scope="all")
+    assert 4 == sample(text, "threadline_turns_total", state="done")
+    assert sample(text, "threadline_store_append_duration_seconds_count") > 0
+    assert 0 == sample(text, "threadline_store_append_errors_total", code="store-unavailable")
+    assert sample(text, "threadline_claim_checked_bytes_total") > 8 * 1024
+    runs = {e: sample(text, "threadline_conversation_runs_total", event=e) for e in ("started", "ended")}
+    assert {"started": 1, "ended": 0} == runs
+    assert cid not in text
+    assert MARKER not in text
