@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from core import telemetry
@@ -35,21 +36,39 @@ RUNS = "threadline_conversation_runs"
 RUNS_HELP = "Conversation runs that started or ended on workers (open now: started minus ended)."
 
 
-def wait_began(program: str) -> None:
-    """Count a turn that began waiting for a person (waiting now: started minus ended)."""
-    waits = workflow.metric_meter().create_counter(WAITS, "Turns that began or ended waiting for a person.")
-    waits.add(1, {"program": program, "event": "started"})
+WAITS_HELP = "Turns that began or ended waiting for a person."
 
 
-def wait_ended(program: str, seconds: float) -> None:
-    """Count a wait that ended (answered, resumed, abandoned, stopped, expired) and how long it was."""
-    meter = workflow.metric_meter()
-    meter.create_counter(WAITS, "Turns that began or ended waiting for a person.").add(
-        1, {"program": program, "event": "ended"}
-    )
+@contextmanager
+def waiting(config: ConversationConfig, turn: str, program: str) -> Iterator[None]:
+    """Count a turn waiting for a person (waiting now: started minus ended) and time the wait, inside its
+    span. A wait cut short by eviction is neither counted nor ended: the replay that follows does both."""
+    meter, began = workflow.metric_meter(), workflow.now()
+    meter.create_counter(WAITS, WAITS_HELP).add(1, {"program": program, "event": "started"})
+    tracer = telemetry.tracer(__name__)
+    attributes = {
+        "gen_ai.conversation.id": config.conversation,
+        "threadline.turn.id": turn,
+        "threadline.program": program,
+    }
+    span = None if tracer is None else tracer.start_span("wait_for_person", attributes=attributes)
+    with _current(span) if span is not None else contextlib.nullcontext():
+        try:
+            yield
+        except ApplicationError:
+            _wait_ended(meter, program, began, span)
+            raise
+    _wait_ended(meter, program, began, span)
+
+
+def _wait_ended(meter: Any, program: str, began: Any, span: Any) -> None:
+    meter.create_counter(WAITS, WAITS_HELP).add(1, {"program": program, "event": "ended"})
+    seconds = (workflow.now() - began).total_seconds()
     meter.create_histogram_float(WAIT_SECONDS, "How long turns waited for a person.", "s").record(
         seconds, {"program": program}
     )
+    if span is not None:
+        span.end()
 
 
 def run_began() -> None:

@@ -43,6 +43,7 @@ from tests.telemetry.kit import (
     turn_spans,
     worker,
 )
+from threadline.acting import answer
 from threadline.client import Threadline
 
 pytestmark = pytest.mark.timeout(300)  # worker and service processes start slowly on a loaded machine
@@ -320,3 +321,53 @@ async def test_sends_stops_appends_claim_checks_and_open_runs_are_counted(
     assert {"started": 1, "ended": 0} == runs
     assert cid not in text
     assert MARKER not in text
+    stops = [s for s in receiver.received() if s.name == "stop"]
+    assert [("all", cid)] == [
+        (s.attributes["threadline.stop.scope"], s.attributes["gen_ai.conversation.id"]) for s in stops
+    ]
+
+
+async def test_a_wait_for_a_person_is_one_span_and_counted_once_though_every_task_replays(
+    tl: Threadline, settings: Settings, tmp_path: Path, cid: str
+) -> None:
+    """A refund waits for a person's yes on a worker that caches no conversation (each workflow task
+    replays the history): one `wait_for_person` span under the turn's, as long as the wait, and the
+    wait counted once started and once ended."""
+    port = free_port()
+    with Receiver() as receiver:
+        env = telemetry_env(receiver, "tl-worker", port, THREADLINE_WORKFLOW_CACHE="0")
+        running = worker(settings, tmp_path / "worker.log", env)
+        try:
+            chat, rid = tl.conversation("careful_shop", id=cid), uuid7()
+            send = TurnSend(request_id=rid, inputs={"request": f"order 42 {MARKER}"}, program="careful_shop")
+            await chat.signal(send)
+            waiting = await _until_waiting(settings.store_folder("default"), cid, rid)
+            await asyncio.sleep(1.0)  # a wait of a second at least, across several replayed tasks
+            await answer(chat, waiting, "approve", wait=False)
+            (turn,) = turn_spans(receiver, cid)
+            await asyncio.sleep(1.0)  # what else would come, came
+            text = scrape(port)
+        finally:
+            running.stop()
+
+    waits = [s for s in receiver.received() if s.name == "wait_for_person"]
+    assert [turn.span_id] == [s.parent_id for s in waits]
+    assert waits[0].end_ns - waits[0].start_ns >= 1_000_000_000
+    assert waits[0].attributes["threadline.turn.id"] == waiting
+    assert 1 == sample(text, "threadline_approval_waits_total", program="careful_shop", event="started")
+    assert 1 == sample(text, "threadline_approval_waits_total", program="careful_shop", event="ended")
+    assert 1 == sample(text, "threadline_approval_wait_seconds_count", program="careful_shop")
+    assert [] == leaked(receiver.received(), MARKER, KEY)
+
+
+async def _until_waiting(folder: Path, conversation: str, request_id: str) -> str:
+    """The id of the turn `request_id` placed, once it waits for a person."""
+    deadline = time.monotonic() + 60
+    while True:
+        assert time.monotonic() < deadline, "the turn never waited"
+        with contextlib.suppress(FileNotFoundError):
+            log = Log(FolderStore(folder).read(conversation))
+            turn = log.request_ids.get(request_id)
+            if turn is not None and log.turns[turn].state(time.time()) == "waiting":
+                return turn
+        await asyncio.sleep(0.1)
