@@ -38,6 +38,9 @@ HISTOGRAMS = (
     "threadline_time_to_first_token_seconds",
     "threadline_model_call_duration_seconds",
 )
+APPEND_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+"""Histogram buckets of store appends: a local file's takes under a millisecond, a database's a few."""
+APPEND_SECONDS = "threadline_store_append_duration_seconds"
 
 
 @dataclass(slots=True)
@@ -89,7 +92,7 @@ def _metrics_runtime(bind: str) -> Runtime:
         bind_address=bind,
         counters_total_suffix=True,  # Prometheus's own naming: counters end in `_total`, durations are seconds
         durations_as_seconds=True,
-        histogram_bucket_overrides=dict.fromkeys(HISTOGRAMS, SECONDS_BUCKETS),
+        histogram_bucket_overrides={**dict.fromkeys(HISTOGRAMS, SECONDS_BUCKETS), APPEND_SECONDS: APPEND_BUCKETS},
     )
     return Runtime(telemetry=TelemetryConfig(metrics=prometheus))
 
@@ -171,3 +174,17 @@ def instrument(meter: MetricMeter, kind: Literal["counter", "histogram"], name: 
             made = meter.create_histogram_float(name, description, "s")
         _STATE.instruments[name] = made
     return made
+
+
+def count(name: str, description: str, labels: Mapping[str, str], value: int = 1) -> None:
+    """Add `value` to the process's counter `name` when metrics are served (outside workflow code)."""
+    meter = _STATE.runtime.metric_meter if _STATE.runtime is not None else None
+    if meter is not None and value > 0:
+        instrument(meter, "counter", name, description).add(value, dict(labels))
+
+
+def seconds(name: str, description: str, labels: Mapping[str, str], value: float) -> None:
+    """Record `value` seconds in the process's histogram `name` when metrics are served (outside workflow code)."""
+    meter = _STATE.runtime.metric_meter if _STATE.runtime is not None else None
+    if meter is not None:
+        instrument(meter, "histogram", name, description).record(value, dict(labels))

@@ -185,6 +185,12 @@ limit and its 2 MB limit per payload. Below it, an ordinary long message or answ
 stays in history, readable in the UI and by any SDK without the codec endpoint."""
 
 
+CLAIM_CHECKED = (
+    "threadline_claim_checked_bytes",
+    "Bytes of payloads kept in the payload store instead of history (a payload encoded again counts again).",
+)
+
+
 class Blobs(Protocol):
     """A content-addressed store of payload bytes, shared by every client and worker of a deployment."""
 
@@ -216,6 +222,7 @@ class ClaimCheck(PayloadCodec):
                 continue
             key = "sha256:" + hashlib.sha256(data).hexdigest()
             await self.blobs.put(key, data)
+            telemetry.count(*CLAIM_CHECKED, {}, len(data))
             metadata = {"encoding": CLAIM_CHECK_ENCODING, "size": str(len(data)).encode()}
             out.append(Payload(metadata=metadata, data=key.encode()))
         return out

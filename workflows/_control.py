@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from core.models import BeginInput, RenderResult, StopSend, TurnError, TurnOutcome, TurnRef, TurnSend
 
     from . import _calls
+    from ._observed import stopping
     from ._state import RunState
     from ._tools import Acting
 
@@ -61,6 +62,11 @@ async def stop(turns: Turns, stop: StopSend, queued: int) -> None:
     """Drop the sends queued before the stop came (they record nothing; `queued` of them), and stop
     turns through the log, where the running activity (ours or a functai process's) sees the `stop`
     record within 0.25 s."""
+    with stopping(turns.state.config, stop):
+        await _stopped(turns, stop, queued)
+
+
+async def _stopped(turns: Turns, stop: StopSend, queued: int) -> None:
     # A send signalled after the stop stays queued. Runs from before kept the old rule.
     pending = turns.state.pending
     before = pending[:queued] if workflow.patched(STOP_ONLY_EARLIER) else pending

@@ -18,32 +18,85 @@ from contextlib import contextmanager
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from core import telemetry
-    from core.models import ConversationConfig, TurnOutcome, TurnSend
+    from core.errors import ErrorCode
+    from core.models import ConversationConfig, StopSend, TurnOutcome, TurnSend
 
 TURNS = "threadline_turns"
 TURN_SECONDS = "threadline_turn_duration_seconds"
 WAITS = "threadline_approval_waits"
 WAIT_SECONDS = "threadline_approval_wait_seconds"
+SENDS = "threadline_busy_sends"
+SENDS_HELP = "Sends that came while a turn of the conversation ran, by program and what they did (`queued`, ...)."
+STOPS = "threadline_stops"
+RUNS = "threadline_conversation_runs"
+RUNS_HELP = "Conversation runs that started or ended on workers (open now: started minus ended)."
 
 
-def wait_began(program: str) -> None:
-    """Count a turn that began waiting for a person (waiting now: started minus ended)."""
-    waits = workflow.metric_meter().create_counter(WAITS, "Turns that began or ended waiting for a person.")
-    waits.add(1, {"program": program, "event": "started"})
+WAITS_HELP = "Turns that began or ended waiting for a person."
 
 
-def wait_ended(program: str, seconds: float) -> None:
-    """Count a wait that ended (answered, resumed, abandoned, stopped, expired) and how long it was."""
-    meter = workflow.metric_meter()
-    meter.create_counter(WAITS, "Turns that began or ended waiting for a person.").add(
-        1, {"program": program, "event": "ended"}
-    )
+@contextmanager
+def waiting(config: ConversationConfig, turn: str, program: str) -> Iterator[None]:
+    """Count a turn waiting for a person (waiting now: started minus ended) and time the wait, inside its
+    span. A wait cut short by eviction is neither counted nor ended: the replay that follows does both."""
+    meter, began = workflow.metric_meter(), workflow.now()
+    meter.create_counter(WAITS, WAITS_HELP).add(1, {"program": program, "event": "started"})
+    tracer = telemetry.tracer(__name__)
+    attributes = {
+        "gen_ai.conversation.id": config.conversation,
+        "threadline.turn.id": turn,
+        "threadline.program": program,
+    }
+    span = None if tracer is None else tracer.start_span("wait_for_person", attributes=attributes)
+    with _current(span) if span is not None else contextlib.nullcontext():
+        try:
+            yield
+        except ApplicationError:
+            _wait_ended(meter, program, began, span)
+            raise
+    _wait_ended(meter, program, began, span)
+
+
+def _wait_ended(meter: Any, program: str, began: Any, span: Any) -> None:
+    meter.create_counter(WAITS, WAITS_HELP).add(1, {"program": program, "event": "ended"})
+    seconds = (workflow.now() - began).total_seconds()
     meter.create_histogram_float(WAIT_SECONDS, "How long turns waited for a person.", "s").record(
         seconds, {"program": program}
     )
+    if span is not None:
+        span.end()
+
+
+def run_began() -> None:
+    """Count a conversation run that started (a new conversation, one reopened, or continued as new)."""
+    workflow.metric_meter().create_counter(RUNS, RUNS_HELP).add(1, {"event": "started"})
+
+
+def run_ended() -> None:
+    """Count a conversation run that ended (closed, idle, or continuing as new)."""
+    workflow.metric_meter().create_counter(RUNS, RUNS_HELP).add(1, {"event": "ended"})
+
+
+@contextmanager
+def stopping(config: ConversationConfig, stop: StopSend) -> Iterator[None]:
+    """Count a stop carried out, inside its span (the turns it stops are named on the turn spans' ends)."""
+    scope = "turn" if stop.turn is not None else "request" if stop.request_id is not None else "all"
+    workflow.metric_meter().create_counter(STOPS, "Stops carried out, by what they named.").add(1, {"scope": scope})
+    tracer = telemetry.tracer(__name__)
+    if tracer is None:
+        yield
+        return
+    attributes = {"gen_ai.conversation.id": config.conversation, "threadline.stop.scope": scope}
+    if stop.turn is not None:
+        attributes["threadline.turn.id"] = stop.turn
+    span = tracer.start_span("stop", attributes=attributes)
+    with _current(span):
+        yield  # evicted or failed: the replay that follows ends it (as a turn's span)
+        span.end()
 
 
 class Observed:
@@ -53,6 +106,8 @@ class Observed:
         self._origins: dict[str, Any] = {}
         """The tracing context each send came in with, by request id (only while traces are on)."""
         self._parents: dict[str, str | None] = {}
+        self._queued: set[str] = set()
+        """The request ids counted as queued (a send waits behind a turn, maybe more than once)."""
         self._instruments: dict[str, Any] = {}
         """This run's metric instruments, made on first use (a replay-safe meter's, with the run's labels)."""
 
@@ -113,11 +168,30 @@ class Observed:
                 span.set_attribute("error.type", outcome.error.code)
                 span.set_status(Status(StatusCode.ERROR, outcome.error.code))
 
-    def refused(self, config: ConversationConfig, send: TurnSend) -> None:
-        """Count a send refused before it became a turn."""
+    def refused(self, config: ConversationConfig, send: TurnSend, code: str) -> None:
+        """Count a send refused before it became a turn (with `conversation-busy`: one that met a running turn)."""
         self._origins.pop(send.request_id, None)
         labels = {"program": send.program or config.program, "state": "refused"}
         self._counter(TURNS, "Turns ended, by program and how they ended.").add(1, labels)
+        if code == ErrorCode.CONVERSATION_BUSY:
+            self._busy(config, send, "refused")
+
+    def queued(self, config: ConversationConfig, send: TurnSend) -> None:
+        """Count a send that waits behind a running turn (once, however often it finds the turn running)."""
+        if send.request_id not in self._queued:
+            self._queued.add(send.request_id)
+            self._busy(config, send, "queued")
+
+    def beside(self, config: ConversationConfig, send: TurnSend, running: bool) -> None:
+        """Count a send that began its turn while this run drove another one (`branch` or `interrupt`)."""
+        self._queued.discard(send.request_id)
+        policy = send.sends or config.sends
+        if running and policy in ("branch", "interrupt"):
+            self._busy(config, send, "branched" if policy == "branch" else "interrupted")
+
+    def _busy(self, config: ConversationConfig, send: TurnSend, outcome: str) -> None:
+        labels = {"program": send.program or config.program, "outcome": outcome}
+        self._counter(SENDS, SENDS_HELP).add(1, labels)
 
     def _counter(self, name: str, description: str) -> Any:
         if name not in self._instruments:

@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from core.toolmodels import ActResult, ToolInput, TurnAction, WaitCheck
 
     from . import _calls
-    from ._observed import wait_began, wait_ended
+    from ._observed import waiting
     from ._state import RunState
 
 Start = Callable[[TurnSend, str, RunResult], None]
@@ -97,21 +97,16 @@ class Acting:
 
     async def _wait(self, ref: TurnRef, send: TurnSend, paused: Paused) -> RunResult:
         """Wait for a person (or another writer) to move the turn on; the first answer that settles it wins."""
-        turn, program, began = ref.turn, send.program or self.state.config.program, workflow.now()
+        turn, program = ref.turn, send.program or self.state.config.program
         self.held[turn] = send.request_id
         self._note(send, ref, paused)
         self.state.unblock(turn)  # a send queued behind it is refused now (docs/format-1.md 4.4)
-        wait_began(program)
         try:
-            result = await self._until_moved(ref, send, paused)
-        except ApplicationError:
-            wait_ended(program, (workflow.now() - began).total_seconds())
-            raise
+            with waiting(self.state.config, turn, program):
+                return await self._until_moved(ref, send, paused)
         finally:
             self.held.pop(turn, None)
             self.state.unnote(send.request_id)
-        wait_ended(program, (workflow.now() - began).total_seconds())
-        return result
 
     async def _until_moved(self, ref: TurnRef, send: TurnSend, paused: Paused) -> RunResult:
         turn, config = ref.turn, self.state.config

@@ -89,7 +89,7 @@ class Turns:
                 return  # placed again once the pause is over
             self.state.drop_first()
             self.state.finish(TurnOutcome(request_id=send.request_id, state="refused", error=_error(err)))
-            self.observed.refused(config, send)
+            self.observed.refused(config, send, err.type or "")
             return
         self.kept.forget()
         self.state.bind_store(placed.store_id)
@@ -97,10 +97,13 @@ class Turns:
             await self.orphans.adopt(placed.orphans)
             return
         if placed.kind == "busy":
+            self.observed.queued(config, send)
             await self._behind(placed.turn, placed.records)
             return
         self.state.drop_first()
         self.observed.placed(placed.turn, placed.parent)
+        if placed.kind == "begun":
+            self.observed.beside(config, send, running=bool(self.state.tasks))
         existing = placed.kind == "existing"
         self.state.place(Begun(request_id=send.request_id, turn=placed.turn, parent=placed.parent, existing=existing))
         if placed.outcome is not None:

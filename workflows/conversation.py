@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from ._admission import Admission
     from ._flows import Flows
     from ._merges import Merges
+    from ._observed import run_began, run_ended
     from ._records import import_messages, set_up
     from ._start import settle
     from ._state import RunState
@@ -150,6 +151,7 @@ class ConversationWorkflow:
             self.state.settle(config)
             self.upkeep = Upkeep(config)
         upkeep = self.upkeep
+        run_began()
         await self.turns.orphans.look()  # turns a lost task of an earlier run placed
         await self.guided.begin()
         upkeep.restart_clock(self._quiet)
@@ -158,6 +160,7 @@ class ConversationWorkflow:
             await workflow.wait_condition(self._wakes)
             if self.state.closed or (upkeep.closing and self._idle() and not self._has_work()):
                 if ended := await self._ending():
+                    run_ended()
                     return ended
                 continue
             if upkeep.clock_fired():  # it fired while work arrived: keep counting from now
@@ -170,6 +173,7 @@ class ConversationWorkflow:
                 await self.admission.admit(self.state.pending[0])
             elif self._time_to_continue() and await self._drained():
                 upkeep.publish(self.state.attributes(), force=True)
+                run_ended()
                 workflow.continue_as_new(self.state.carried())
 
     def _wakes(self) -> bool:

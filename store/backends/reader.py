@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
+from core import telemetry
 from core.errors import ErrorCode, ThreadlineError
 from core.limits import check_text
 from store.log.state import Log, Turn
@@ -28,6 +29,12 @@ from .base import READ_BATCH, Store, encode
 
 T = TypeVar("T")
 logger = structlog.get_logger(__name__)
+
+APPEND_SECONDS = (telemetry.APPEND_SECONDS, "How long appends to conversation logs took (those that succeeded).")
+APPEND_ERRORS = (
+    "threadline_store_append_errors",
+    "Appends to conversation logs that failed, by error code (`store-conflict` is an ordinary race).",
+)
 
 
 class AsyncStore(Protocol):
@@ -176,8 +183,13 @@ class ConversationLog:
         Appended on exactly what this log holds (`expect` is its count), they are applied here as a
         reader would see them, numbered and through JSON, so the next read does not fetch them back.
         """
-        began = now()
-        count = await self.store.append(self.conversation, records, expect=expect)
+        began, timed = now(), time.monotonic()
+        try:
+            count = await self.store.append(self.conversation, records, expect=expect)
+        except ThreadlineError as err:
+            telemetry.count(*APPEND_ERRORS, {"code": str(err.code)})
+            raise
+        telemetry.seconds(*APPEND_SECONDS, {}, time.monotonic() - timed)
         async with self._reading:
             if expect is not None and expect == self.log.n and count == expect + len(records):
                 written = [json.loads(encode(dict(record), expect + i + 1)) for i, record in enumerate(records)]

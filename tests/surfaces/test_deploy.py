@@ -107,3 +107,18 @@ def test_the_dashboard_and_alerts_query_only_documented_threadline_metrics() -> 
     assert used
     assert set() == used - documented
     assert all(panel["description"] for panel in dashboard["panels"])
+
+
+def test_every_documented_threadline_metric_is_on_the_dashboard_and_every_panel_in_the_docs() -> None:
+    """The metrics docs/operations.md lists are each shown on some panel, and each panel is described
+    in its panel table (so neither a metric nor a panel goes unexplained)."""
+    dashboard = json.loads((ROOT / "deploy" / "grafana" / "dashboards" / "threadline.json").read_text())
+    queries = " ".join(t["expr"] for panel in dashboard["panels"] for t in panel["targets"])
+    docs = (ROOT / "docs" / "operations.md").read_text()
+    documented = set(re.findall(r"`(threadline_[a-z_]+)`", docs))
+    shown = {re.sub(r"_(bucket|count|sum)$", "", m) for m in re.findall(r"\bthreadline_[a-z_]+", queries)}
+    panels = set(re.findall(r"^\| ([^|`]+?) \|", docs, flags=re.MULTILINE))
+
+    assert {"threadline_busy_sends_total", "threadline_store_append_errors_total"} <= documented
+    assert set() == documented - shown
+    assert set() == {panel["title"] for panel in dashboard["panels"]} - panels

@@ -120,7 +120,10 @@ def leaked(spans: list[Span], *secrets: str) -> list[tuple[str, str]]:
 
 def turn_spans(receiver: Receiver, conversation: str, count: int = 1) -> list[Span]:
     """The conversation's turn spans, once `count` have arrived."""
-    return receiver.wait_for(lambda s: s.attributes.get("gen_ai.conversation.id") == conversation, count)
+    return receiver.wait_for(
+        lambda s: s.name.startswith("invoke_agent ") and s.attributes.get("gen_ai.conversation.id") == conversation,
+        count,
+    )
 
 
 def descendants(spans: list[Span], root: Span) -> list[Span]:

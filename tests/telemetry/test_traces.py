@@ -20,7 +20,7 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from core.models import TurnSend
+from core.models import StopSend, TurnSend
 from core.settings import Settings
 from core.temporal import workflow_id
 from store.backends.folder import FolderStore
@@ -43,6 +43,7 @@ from tests.telemetry.kit import (
     turn_spans,
     worker,
 )
+from threadline.acting import answer
 from threadline.client import Threadline
 
 pytestmark = pytest.mark.timeout(300)  # worker and service processes start slowly on a loaded machine
@@ -279,3 +280,94 @@ def test_the_worker_command_serves_metrics_on_its_metrics_port(settings: Setting
             process.wait(timeout=30)
 
     assert sample(text, "temporal_num_pollers", task_queue=settings.task_queue) > 0
+
+
+async def test_sends_stops_appends_claim_checks_and_open_runs_are_counted(
+    tl: Threadline, settings: Settings, tmp_path: Path, cid: str
+) -> None:
+    """While a turn with a message over 8 KB runs: a send refused, one branched beside it, two queued;
+    then a stop. The worker's `/metrics` counts exactly those, times its appends, counts the bytes
+    kept out of history, and shows one open run; no label holds the conversation id or the text."""
+    port, log = free_port(), tmp_path / "worker.log"
+    with Receiver() as receiver:
+        running = worker(settings, log, telemetry_env(receiver, "tl-worker", port), delay=3.0)
+        chat = tl.conversation("tutor", id=cid)
+        try:
+            await chat.signal(TurnSend(request_id=uuid7(), inputs={"message": f"{MARKER} " + "x" * 9000}))
+            await _until_asked(log)
+            for sends in ("refuse", "branch", "queue", "queue"):  # in this order: a queued one holds the queue
+                await chat.signal(TurnSend(request_id=uuid7(), inputs={"message": f"{sends} {MARKER}"}, sends=sends))
+            deadline, text = time.monotonic() + 120, ""
+            while sample(text, "threadline_busy_sends_total") < 4 or sample(text, "threadline_turns_total") < 5:
+                assert time.monotonic() < deadline, text
+                await asyncio.sleep(0.5)
+                text = scrape(port)
+            await chat.signal(StopSend())
+            while sample(text, "threadline_stops_total") < 1:
+                assert time.monotonic() < deadline, text
+                await asyncio.sleep(0.2)
+                text = scrape(port)
+        finally:
+            running.stop()
+
+    busy = {o: sample(text, "threadline_busy_sends_total", outcome=o) for o in ("queued", "refused", "branched")}
+    assert {"queued": 2, "refused": 1, "branched": 1} == busy
+    assert 1 == sample(text, "threadline_stops_total", scope="all")
+    assert 4 == sample(text, "threadline_turns_total", state="done")
+    assert sample(text, "threadline_store_append_duration_seconds_count") > 0
+    assert 0 == sample(text, "threadline_store_append_errors_total", code="store-unavailable")
+    assert sample(text, "threadline_claim_checked_bytes_total") > 8 * 1024
+    runs = {e: sample(text, "threadline_conversation_runs_total", event=e) for e in ("started", "ended")}
+    assert {"started": 1, "ended": 0} == runs
+    assert cid not in text
+    assert MARKER not in text
+    stops = [s for s in receiver.received() if s.name == "stop"]
+    assert [("all", cid)] == [
+        (s.attributes["threadline.stop.scope"], s.attributes["gen_ai.conversation.id"]) for s in stops
+    ]
+
+
+async def test_a_wait_for_a_person_is_one_span_and_counted_once_though_every_task_replays(
+    tl: Threadline, settings: Settings, tmp_path: Path, cid: str
+) -> None:
+    """A refund waits for a person's yes on a worker that caches no conversation (each workflow task
+    replays the history): one `wait_for_person` span under the turn's, as long as the wait, and the
+    wait counted once started and once ended."""
+    port = free_port()
+    with Receiver() as receiver:
+        env = telemetry_env(receiver, "tl-worker", port, THREADLINE_WORKFLOW_CACHE="0")
+        running = worker(settings, tmp_path / "worker.log", env)
+        try:
+            chat, rid = tl.conversation("careful_shop", id=cid), uuid7()
+            send = TurnSend(request_id=rid, inputs={"request": f"order 42 {MARKER}"}, program="careful_shop")
+            await chat.signal(send)
+            waiting = await _until_waiting(settings.store_folder("default"), cid, rid)
+            await asyncio.sleep(1.0)  # a wait of a second at least, across several replayed tasks
+            await answer(chat, waiting, "approve", wait=False)
+            (turn,) = turn_spans(receiver, cid)
+            await asyncio.sleep(1.0)  # what else would come, came
+            text = scrape(port)
+        finally:
+            running.stop()
+
+    waits = [s for s in receiver.received() if s.name == "wait_for_person"]
+    assert [turn.span_id] == [s.parent_id for s in waits]
+    assert waits[0].end_ns - waits[0].start_ns >= 1_000_000_000
+    assert waits[0].attributes["threadline.turn.id"] == waiting
+    assert 1 == sample(text, "threadline_approval_waits_total", program="careful_shop", event="started")
+    assert 1 == sample(text, "threadline_approval_waits_total", program="careful_shop", event="ended")
+    assert 1 == sample(text, "threadline_approval_wait_seconds_count", program="careful_shop")
+    assert [] == leaked(receiver.received(), MARKER, KEY)
+
+
+async def _until_waiting(folder: Path, conversation: str, request_id: str) -> str:
+    """The id of the turn `request_id` placed, once it waits for a person."""
+    deadline = time.monotonic() + 60
+    while True:
+        assert time.monotonic() < deadline, "the turn never waited"
+        with contextlib.suppress(FileNotFoundError):
+            log = Log(FolderStore(folder).read(conversation))
+            turn = log.request_ids.get(request_id)
+            if turn is not None and log.turns[turn].state(time.time()) == "waiting":
+                return turn
+        await asyncio.sleep(0.1)
