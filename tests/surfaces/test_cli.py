@@ -478,8 +478,10 @@ async def test_dev_demo_holds_a_conversation_and_stops_on_sigterm(tmp_path: Path
     assert f"Codec:       http://127.0.0.1:{codec_port}/v1/codec" in answers
     assert (200, f"http://127.0.0.1:{ui_port}") == (allowed.status_code, allowed.headers["access-control-allow-origin"])
     assert (200, {}) == (decoded.status_code, decoded.json())
-    assert 0 == status, (tmp_path / "dev.log").read_text()
+    log = (tmp_path / "dev.log").read_text()
+    assert 0 == status, log
     assert (tmp_path / "data" / "store" / "conversations" / f"{demo}.jsonl").is_file()
+    assert "turn.begun" not in log  # the demo reads alone: the worker logs warnings and errors only
 
 
 async def test_reading_needs_no_temporal(cli_env: dict[str, str], settings: Settings, cid: str) -> None:

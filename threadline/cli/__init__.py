@@ -68,7 +68,9 @@ def run(argv: Sequence[str] | None = None) -> int:
     from threadline.crossing import SDK_ERROR, error_of
 
     out = Output.for_stdout(json=getattr(args, "json", False))
-    logs.configure("info" if args.command in {"dev", "worker", "serve"} else "warning")
+    # The demo's conversation is what `make run` shows: its workers' info lines would interleave with it.
+    serving = args.command in {"dev", "worker", "serve"} and not getattr(args, "demo", False)
+    logs.configure("info" if serving else "warning")
     _core_logs_to_stderr()
     command: Command = args.run
     try:
