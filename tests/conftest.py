@@ -8,6 +8,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import pytest_asyncio
 import structlog
@@ -18,6 +19,7 @@ from temporalio.worker import Worker
 from core.settings import Settings
 from core.temporal import data_converter
 from store.backends.blobs import FolderBlobs
+from tests.support.fakeprovider import FakeProvider
 from tests.support.pg_kit import postgres_server
 from threadline.client import Threadline, connect
 from threadline.devserver import find_temporal_binary
@@ -108,3 +110,24 @@ def _postgres_url() -> Iterator[str]:
 def _pg_spec(postgres_url: str) -> str:
     """A PostgreSQL store no other test uses: the session's database, in a schema of this test's own."""
     return f"{postgres_url}?schema=t_{uuid.uuid4().hex[:16]}"
+
+
+@pytest.fixture(name="fake")
+def _fake() -> Iterator[FakeProvider]:
+    """The fake provider's server on loopback (OpenAI and Anthropic wire formats)."""
+    with FakeProvider() as fake:
+        yield fake
+
+
+@pytest_asyncio.fixture(name="live")
+async def _live(client: Client, settings: Settings, fake: FakeProvider) -> AsyncIterator[Settings]:
+    """A worker whose OpenAI provider is the fake server (modules that need other programs or providers
+    define their own `live`)."""
+    from activities.providers import build_providers
+
+    env = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": fake.openai_url}
+    async with (
+        httpx.AsyncClient() as http,
+        build_worker(client, settings, providers=build_providers(settings, http, env=env)),
+    ):
+        yield settings

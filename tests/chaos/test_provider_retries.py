@@ -11,43 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-import pytest_asyncio
-from temporalio.client import Client
 
 from core.settings import Settings
 from store.backends.folder import FolderStore
 from store.log.state import Log
 from tests.support.fakeprovider import Failure, FakeProvider, Reply
 from threadline.client import Threadline
-from worker import build_worker
 
 POLL_S = 0.5
 Seen = list[tuple[float, str]]
 """The states a reader saw, each with the second it first saw it at."""
-
-
-@pytest.fixture(name="fake")
-def _fake() -> Iterator[FakeProvider]:
-    with FakeProvider() as fake:
-        yield fake
-
-
-@pytest_asyncio.fixture(name="live")
-async def _live(client: Client, settings: Settings, fake: FakeProvider) -> AsyncIterator[Settings]:
-    """A worker whose OpenAI provider is the fake server."""
-    from activities.providers import build_providers
-
-    env = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": fake.openai_url}
-    async with (
-        httpx.AsyncClient() as http,
-        build_worker(client, settings, providers=build_providers(settings, http, env=env)),
-    ):
-        yield settings
 
 
 async def watch_states(folder: Path, cid: str, turn: str) -> Seen:

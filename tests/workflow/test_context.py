@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
 import pytest
-import pytest_asyncio
 from temporalio.client import Client
 
 from core.context import ContextRule, SummaryRule
@@ -145,24 +143,6 @@ def is_summary(request: Received) -> bool:
 
 def user_texts(request: Received) -> list[str]:
     return [str(m["content"]) for m in request.body["messages"] if m["role"] == "user"]
-
-
-@pytest.fixture(name="fake")
-def _fake() -> Iterator[FakeProvider]:
-    with FakeProvider() as fake:
-        yield fake
-
-
-@pytest_asyncio.fixture(name="live")
-async def _live(client: Client, settings: Settings, fake: FakeProvider) -> AsyncIterator[Settings]:
-    from activities.providers import build_providers
-
-    env = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": fake.openai_url}
-    async with (
-        httpx.AsyncClient() as http,
-        build_worker(client, settings, providers=build_providers(settings, http, env=env)),
-    ):
-        yield settings
 
 
 async def settled(client: Client, conversation: str) -> None:

@@ -6,37 +6,12 @@ labels are a few words."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
-
-import httpx
-import pytest
-import pytest_asyncio
-from temporalio.client import Client
 
 from core.settings import Settings
 from store.backends.folder import FolderStore
 from tests.support.fakeprovider import FakeProvider, Received, Reply
 from threadline.client import Threadline
-from worker import build_worker
-
-
-@pytest.fixture(name="fake")
-def _fake() -> Iterator[FakeProvider]:
-    with FakeProvider() as fake:
-        yield fake
-
-
-@pytest_asyncio.fixture(name="live")
-async def _live(client: Client, settings: Settings, fake: FakeProvider) -> AsyncIterator[Settings]:
-    from activities.providers import build_providers
-
-    env = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": fake.openai_url}
-    async with (
-        httpx.AsyncClient() as http,
-        build_worker(client, settings, providers=build_providers(settings, http, env=env)),
-    ):
-        yield settings
 
 
 def is_topic(request: Received) -> bool:
