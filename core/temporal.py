@@ -83,6 +83,12 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+CONVERSATION_WORKFLOW = "Conversation"
+"""The conversation workflow's type (`workflows.conversation`): clients name it, so they need not import it."""
+SCHEDULED_TURN_WORKFLOW = "ScheduledTurn"
+"""The type of the workflow a schedule starts for each firing (`workflows.scheduled`)."""
+
+
 def workflow_id(store: str, conversation: str) -> str:
     """`conversation/<store>/<id>`: one workflow per conversation."""
     return f"conversation/{store}/{conversation}"

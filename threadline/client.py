@@ -24,7 +24,6 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowHandle
 
-from activities.plan import rule_of
 from core.errors import ErrorCode, ThreadlineError
 from core.limits import check_config
 from core.models import Begun, RenderResult, TurnOutcome, TurnSend
@@ -39,7 +38,7 @@ from store.programs.program import Program, load_programs
 from store.records import uuid7
 from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 
-from . import closing, embedding, learning
+from . import closing, embedding
 from .acting import LiveTurn
 from .closing import Closing
 from .crossing import Unreached, crossing
@@ -328,6 +327,8 @@ class Conversation(FlowMethods, ScheduleMethods):
                 is recorded), `turn-unknown`, `program-unknown`, `program-invalid` (its answer does
                 not fit this program's), `inputs-invalid`, or the model's error.
         """
+        from . import learning  # the call log and its stores load only for merges and ratings
+
         return await learning.merge(self, turns, program, options=SendOptions(request_id, lm), inputs=inputs)
 
     async def rate(
@@ -350,6 +351,8 @@ class Conversation(FlowMethods, ScheduleMethods):
             ThreadlineError: `rating-invalid`, `turn-unknown`, or `turn-state` (it has not ended).
         """
         tid = turn.id if isinstance(turn, Turn) else turn
+        from . import learning
+
         return await learning.rate_turn(
             self.tl.settings, self.config.store, self.id, tid, verdict,
             answer=answer, outputs=outputs, note=note, reasons=reasons, by=by,
@@ -361,7 +364,7 @@ class Conversation(FlowMethods, ScheduleMethods):
         """The branch as the model sees it: summary, key facts, how many turns are shown verbatim,
         how many the branch holds, and the conversation's topics."""
         log = await self._read()
-        rule = rule_of(self.config, TurnSend(request_id="history", inputs={}))
+        rule = self.config.context  # a send of its own would bring its own rule
         return {"conversation": self.id, **history(log, view_head(log, self.view), rule, now())}
 
     async def turns(

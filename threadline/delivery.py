@@ -28,11 +28,10 @@ from core.errors import ErrorCode, ThreadlineError
 from core.limits import check_send
 from core.models import ConversationConfig, ConversationState, StopSend, TurnOutcome, TurnSend
 from core.settings import Settings
-from core.temporal import workflow_id
+from core.temporal import CONVERSATION_WORKFLOW, workflow_id
 from store.backends.reader import LogCache
 from store.records import uuid7
 from workflows.attributes import CONVERSATION_KEY, PROGRAM_KEY, STORE_KEY, UPDATED_KEY
-from workflows.conversation import ConversationWorkflow
 
 from .crossing import ASK_AGAIN, TIMED_OUT, Unreached, crossing
 
@@ -146,7 +145,7 @@ class Delivery:
         client, config = self.tl.client, self.config
         with crossing():
             await client.start_workflow(
-                ConversationWorkflow.run,
+                CONVERSATION_WORKFLOW,
                 ConversationState(config=config),
                 id=workflow_id(config.store, config.conversation),
                 task_queue=self.tl.settings.task_queue,
@@ -311,7 +310,7 @@ class Delivery:
 
     def start_operation(self) -> WithStartWorkflowOperation[Any, Any]:
         return WithStartWorkflowOperation(
-            ConversationWorkflow.run,
+            CONVERSATION_WORKFLOW,
             ConversationState(config=self.config),
             id=workflow_id(self.config.store, self.id),
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,

@@ -25,7 +25,6 @@ from core.errors import ErrorCode, ThreadlineError
 from core.settings import is_database_url
 from store.backends.base import check_id, check_records
 from store.backends.locate import postgres_url
-from store.backends.postgres import PostgresStore
 
 MAX_WAIT_S = 20.0
 """The longest one long-poll request waits (the service allows up to `records.MAX_WAIT_S`)."""
@@ -61,6 +60,8 @@ def functai_store(
     """
     if is_database_url(url):
         libpq, schema = postgres_url(url)
+        from store.backends.postgres import PostgresStore  # psycopg loads for a database only
+
         return FunctaiStore(PostgresStore(libpq, schema=store or schema, timeout=timeout))
     if url.startswith(("http://", "https://")):
         return FunctaiStore(HTTPStore(url, store=store or "default", api_key=api_key, timeout=timeout))

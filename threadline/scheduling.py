@@ -45,8 +45,8 @@ from core.schedules import (
     schedule_prefix,
     when,
 )
+from core.temporal import SCHEDULED_TURN_WORKFLOW
 from store.records import uuid7
-from workflows.scheduled import ScheduledTurnWorkflow
 
 from .crossing import Refusal, crossing
 from .delivery import Delivery
@@ -164,7 +164,7 @@ def _made(firing: ScheduledSend, timing: ScheduleWhen, task_queue: str, *, pause
         time_zone_name=timing.timezone,
     )
     action = ScheduleActionStartWorkflow(
-        ScheduledTurnWorkflow.run,
+        SCHEDULED_TURN_WORKFLOW,
         firing,
         id=sid,
         task_queue=task_queue,

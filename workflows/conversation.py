@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         TurnSend,
     )
     from core.records_models import ImportResult, ImportSend, SetupResult, SetupSend
+    from core.temporal import CONVERSATION_WORKFLOW
     from core.toolmodels import ActResult, TurnAction
 
     from ._admission import Admission
@@ -40,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from ._upkeep import Upkeep
 
 
-@workflow.defn(name="Conversation")
+@workflow.defn(name=CONVERSATION_WORKFLOW)
 class ConversationWorkflow:
     """A conversation: turns arrive as signals, run as activities, and end in the record log."""
 

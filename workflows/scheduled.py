@@ -21,7 +21,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from activities.scheduling import ScheduleActivities
     from core.schedules import Firing, ScheduledSend, firing_request_id
-    from core.temporal import from_failure, to_failure
+    from core.temporal import SCHEDULED_TURN_WORKFLOW, from_failure, to_failure
 
 R = TypeVar("R")
 SCHEDULED_AT = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
@@ -33,7 +33,7 @@ DELIVER_RETRY = RetryPolicy(
 """A firing keeps trying for about four minutes while Temporal refuses it, then fails (the schedule goes on)."""
 
 
-@workflow.defn(name="ScheduledTurn")
+@workflow.defn(name=SCHEDULED_TURN_WORKFLOW)
 class ScheduledTurnWorkflow:
     """One firing of a schedule: the turn it sends, by a request id of its own."""
 

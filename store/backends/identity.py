@@ -17,15 +17,11 @@ import secrets
 import uuid
 from pathlib import Path
 
-import psycopg
-
 from core.errors import ErrorCode, ThreadlineError
 from store.records import iso
 
 from .folder import FolderStore
-from .migrate import migrate
-from .pgsql import DEFAULT_SCHEMA, Queries, reachable
-from .postgres import PostgresStore
+from .locate import DEFAULT_SCHEMA
 
 FILE = "store.json"
 
@@ -64,6 +60,11 @@ def folder_identity(folder: str | os.PathLike[str]) -> str:
 
 def postgres_identity(url: str, *, schema: str = DEFAULT_SCHEMA) -> str:
     """The id of the PostgreSQL store in `schema` at `url` (its schema is created if need be)."""
+    import psycopg  # the driver loads for a database only: a folder's identity is a file
+
+    from .migrate import migrate
+    from .pgsql import Queries, reachable
+
     migrate(url, schema=schema)
     with reachable(), psycopg.connect(url) as conn:
         row = conn.execute(Queries.of(schema).identity).fetchone()
@@ -79,9 +80,7 @@ def store_identity(store: object) -> str:
     """
     if isinstance(store, FolderStore):
         return folder_identity(store.folder)
-    if isinstance(store, PostgresStore):
-        return store.identity()
-    identity = getattr(store, "identity", None)
+    identity = getattr(store, "identity", None)  # a PostgresStore reads its schema's row
     if callable(identity):
         return str(identity())
     raise ThreadlineError(

@@ -10,14 +10,18 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from core.errors import ErrorCode, ThreadlineError
 
 from .folder import FolderStore
-from .pgsql import DEFAULT_SCHEMA
-from .postgres import PostgresStore
+
+if TYPE_CHECKING:
+    from .postgres import PostgresStore
+
+DEFAULT_SCHEMA = "threadline"
+"""The schema a PostgreSQL store lives in when its URL names none (`store.backends.pgsql` uses it too)."""
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
@@ -49,6 +53,8 @@ def open_store(spec: str, **options: Any) -> FolderStore | PostgresStore:
             database cannot be reached.
     """
     if is_postgres(spec):
+        from .postgres import PostgresStore  # psycopg loads only for a database
+
         url, schema = postgres_url(spec)
         return PostgresStore(url, schema=schema, **options)
     if _SCHEME.match(spec):

@@ -19,7 +19,8 @@ from psycopg import sql
 
 from core.errors import ErrorCode, ThreadlineError
 
-from .pgsql import DEFAULT_SCHEMA, check_schema, unavailable
+from .locate import DEFAULT_SCHEMA
+from .pgsql import check_schema, unavailable
 
 _FILE = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
 

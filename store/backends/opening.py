@@ -18,7 +18,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.settings import StoreSpec, is_database_url
 from store.records import Record
@@ -27,12 +27,14 @@ from .base import Store
 from .folder import FolderStore
 from .locate import postgres_url
 from .memory import MemoryStore
-from .migrate import migrate
 from .objects import ObjectStore
-from .pgstreams import PostgresStreams
-from .postgres import AsyncPostgresStore, PostgresStore
 from .reader import AsyncStore, Stores, Threaded
 from .streams import StreamLog, Streams
+
+# psycopg and the PostgreSQL modules load when a database store is first opened: a process that
+# only reads folders (the CLI's commands) does not pay for them.
+if TYPE_CHECKING:
+    from .postgres import AsyncPostgresStore, PostgresStore
 
 
 class LazyPostgres:
@@ -59,6 +61,8 @@ class LazyPostgres:
         self._opening = self._opening or asyncio.Lock()
         async with self._opening:
             if self._store is None:
+                from .postgres import AsyncPostgresStore
+
                 store = AsyncPostgresStore(self.url, schema=self.schema, max_size=self._max_size)
                 await store.open()
                 self._store = store
@@ -102,6 +106,8 @@ def open_records(spec: StoreSpec) -> AsyncStore:
 def open_streams(spec: StoreSpec) -> Streams:
     """The turn text streams of the store at `spec` (nothing is opened until a stream is written or read)."""
     if is_database_url(spec):
+        from .pgstreams import PostgresStreams
+
         url, schema = postgres_url(str(spec))
         return PostgresStreams(url, schema=schema, max_size=8)  # a worker's call log shares its pool
     return StreamLog(spec)
@@ -110,6 +116,8 @@ def open_streams(spec: StoreSpec) -> Streams:
 def open_sync(spec: StoreSpec, **options: Any) -> FolderStore | PostgresStore:
     """The blocking store at `spec` (for copies and checks, and for functai): opened now."""
     if is_database_url(spec):
+        from .postgres import PostgresStore
+
         url, schema = postgres_url(str(spec))
         return PostgresStore(url, schema=schema, **options)
     return FolderStore(Path(spec), **options)
@@ -120,6 +128,8 @@ async def migrate_stores(specs: Mapping[str, StoreSpec]) -> dict[str, int]:
     versions = {}
     for name, spec in specs.items():
         if is_database_url(spec):
+            from .migrate import migrate
+
             url, schema = postgres_url(str(spec))
             versions[name] = await asyncio.to_thread(migrate, url, schema=schema)
     return versions
@@ -191,13 +201,15 @@ class StoreSet:
         """Close every store and stream log opened so far."""
         await self.records.close()
         for streams in self.streams.values():
-            if isinstance(streams, PostgresStreams):
+            if not isinstance(streams, StreamLog):  # a database's streams hold a pool; a folder's nothing
                 await asyncio.to_thread(streams.close)
         await asyncio.to_thread(shutil.rmtree, self._scratch, True)
 
 
 def as_store(target: object) -> Store:
     """A store object as a `Store`: this package's own as they are, any other through `ObjectStore`."""
+    from .postgres import PostgresStore  # a store object of the caller's own: it may be one of these
+
     if isinstance(target, FolderStore | MemoryStore | PostgresStore):
         return target
     return ObjectStore(target)

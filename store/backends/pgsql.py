@@ -34,7 +34,6 @@ Lines = Callable[[int], list[bytes]]
 """What to append, given the count held under the lock (it raises `store-conflict` on a stale `expect`)."""
 
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-DEFAULT_SCHEMA = "threadline"
 
 
 def check_schema(schema: object) -> str:

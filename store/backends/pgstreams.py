@@ -24,7 +24,8 @@ import structlog
 from core.errors import ErrorCode, ThreadlineError
 
 from .base import check_id
-from .pgsql import DEFAULT_SCHEMA, Row
+from .locate import DEFAULT_SCHEMA
+from .pgsql import Row
 from .postgres import PostgresStore
 
 logger = structlog.get_logger(__name__)

@@ -21,9 +21,9 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from .base import check_id, check_records
+from .locate import DEFAULT_SCHEMA
 from .migrate import migrate
 from .pgsql import (
-    DEFAULT_SCHEMA,
     Lines,
     Row,
     StoreBase,

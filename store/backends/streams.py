@@ -60,6 +60,10 @@ class Streams(Protocol):
         """The events after `offset`, each with the offset to resume from after it (blocking)."""
         ...
 
+    def close(self) -> None:
+        """Release what the streams hold (blocking)."""
+        ...
+
 
 class StreamLog:
     """The streams of one store folder."""
@@ -67,6 +71,9 @@ class StreamLog:
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(os.fspath(folder)).expanduser().absolute() / "streams"
         self._made = False
+
+    def close(self) -> None:
+        """Nothing to release: each writer closes its own file."""
 
     def path(self, turn: str) -> Path:
         """The stream file of `turn`."""

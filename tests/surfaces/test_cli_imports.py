@@ -4,16 +4,20 @@ when they are first read. Read from `sys.modules` of a fresh interpreter, never 
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
+from temporalio.worker import Worker
 
 import threadline
+from core.settings import Settings
 from threadline.cli import flow_commands
 from threadline.listing import STATES
 
@@ -113,3 +117,43 @@ def test_every_public_name_is_the_object_its_module_defines() -> None:
 def test_the_list_command_offers_the_states_the_listing_takes() -> None:
     """`threadline list --state` spells the states out; they stay those `threadline.listing` accepts."""
     assert STATES == flow_commands.STATES
+
+
+_SENT = """\
+import json, sys
+from threadline.cli import run
+status = run(json.loads(sys.argv[1]))
+print(json.dumps({"status": status, "modules": sorted(sys.modules)}))
+"""
+SENDING = ("psycopg", "psycopg_pool", "httpx", "activities", "store.calls", "worker", "temporalio.worker")
+"""What a send from the command line never needs: the worker's side (activities, providers, the call
+log), the PostgreSQL driver when the store is a folder, the workflow code beyond its names."""
+
+
+async def test_a_send_loads_neither_the_worker_nor_a_database_driver(settings: Settings, worker: Worker) -> None:
+    """`threadline send` to a running worker imports the client's modules only (it pays for nothing else)."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("THREADLINE_")} | {
+        "PYTHONPATH": str(ROOT),
+        "THREADLINE_TEMPORAL_ADDRESS": settings.address,
+        "THREADLINE_DATA": str(settings.data),
+        "THREADLINE_TASK_QUEUE": settings.task_queue,
+        "THREADLINE_PAYLOADS": str(settings.payload_folder),
+    }
+    args = ["send", f"imports-{uuid.uuid4().hex[:8]}", "hello", "--json"]
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", _SENT, json.dumps(args)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    found = json.loads(done.stdout.splitlines()[-1])
+    modules = found["modules"]
+
+    assert 0 == found["status"], done.stderr
+    assert '"state":"done"' in done.stdout
+    assert [] == [m for m in modules if m.split(".")[0] in SENDING or m.startswith(SENDING)]
+    assert [] == [m for m in modules if m.startswith("workflows.") and m != "workflows.attributes"]

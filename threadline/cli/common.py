@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
@@ -96,11 +97,11 @@ async def open_conversation(args: argparse.Namespace, settings: Settings, **opti
     from core.models import ConversationConfig
     from store.backends.base import check_id
 
-    from .remote import RemoteConversation, Service, service_url
-
     check_id(args.id)
-    if service_url() is None:
+    if not (os.environ.get("THREADLINE_URL") or "").strip():  # `remote.service_url`, without loading httpx
         return await open_local(args, settings, **options)
+    from .remote import RemoteConversation, Service
+
     service = Service.from_env()
     close_at_end(service.close)
     config = ConversationConfig(
