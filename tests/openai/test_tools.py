@@ -5,11 +5,12 @@ them as format 1's `tool` records (functai reads it: tests/interop)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from openai import BadRequestError
+from openai import BadRequestError, ConflictError
 from temporalio.worker import Worker
 
 from core.settings import Settings
@@ -42,14 +43,20 @@ async def test_a_function_tool_round_trip(tl: Threadline, worker: Worker, folder
         )
         call = first.output[0]
         assert "function_call" == call.type
+        with pytest.raises(ConflictError) as busy:  # the turn waits for the caller: no send queues behind it
+            await client.responses.create(model="offline", input="And Rome?", conversation=conversation.id)
+        outputs = [output(call.call_id, "Sunny, 21 C")]
         answered = await client.responses.create(
-            model="offline", previous_response_id=first.id, input=[output(call.call_id, "Sunny, 21 C")], tools=[WEATHER]
+            model="offline", previous_response_id=first.id, input=outputs, tools=[WEATHER]
         )
+        again = await client.responses.create(model="offline", previous_response_id=first.id, input=outputs)
         listed = await client.conversations.items.list(conversation.id, order="asc")
 
     assert ("completed", "completed", "get_weather") == (first.status, call.status, call.name)
-    assert {"city": "Weather in Paris?"} == __import__("json").loads(call.arguments)
+    assert {"city": "Weather in Paris?"} == json.loads(call.arguments)
     assert answered.id == first.id  # the same turn went on
+    assert "conversation_locked" == busy.value.code
+    assert (answered.id, answered.output_text) == (again.id, again.output_text)  # the same outputs again
     assert answered.output_text.endswith("Tools said: get_weather: Sunny, 21 C.")
     kinds = [item.type for item in listed.data]
     assert ["message", "function_call", "function_call_output", "message"] == kinds
