@@ -96,7 +96,8 @@ async def on_error(request: Request, exc: Exception) -> Response:
 
 def _field(exc: RequestValidationError) -> str | None:
     """The top field of the body the first error is about (None: the body itself)."""
-    loc = [str(part) for part in next(iter(exc.errors()), {}).get("loc", ())]
+    first: dict[str, Any] = next(iter(exc.errors()), {})
+    loc = [str(part) for part in first.get("loc", ())]
     return loc[1] if len(loc) > 1 and loc[0] == "body" else None
 
 
