@@ -87,6 +87,6 @@ async def test_more_responses_at_once_than_held_open_is_a_rate_limit(
 async def until_held(state: Any, conversation: str) -> None:
     """Wait until the service holds `MAX_IN_FLIGHT` responses of `conversation` open."""
     deadline = time.monotonic() + 30
-    while state.__dict__.get("openai_in_flight", {}).get(conversation, 0) < MAX_IN_FLIGHT:
+    while getattr(state, "openai_in_flight", {}).get(conversation, 0) < MAX_IN_FLIGHT:
         assert time.monotonic() < deadline, "the responses never were all in flight"
         await asyncio.sleep(0.05)

@@ -58,7 +58,10 @@ def admitted(request: Request, conversation: str) -> Iterator[None]:
     Raises:
         ThreadlineError: `too-many-requests` (429) when every place is taken.
     """
-    held: dict[str, int] = request.app.state.__dict__.setdefault("openai_in_flight", {})
+    state = request.app.state
+    if not hasattr(state, "openai_in_flight"):
+        state.openai_in_flight = {}
+    held: dict[str, int] = state.openai_in_flight
     if held.get(conversation, 0) >= MAX_IN_FLIGHT:
         message = f"{MAX_IN_FLIGHT} responses of this conversation are being made already; try again shortly"
         raise ThreadlineError(ErrorCode.TOO_MANY_REQUESTS, message, retryable=True)
