@@ -2,9 +2,10 @@
 
 Pure functions of a `Log`. A turn is a response (its id is `<turn>~<conversation>`: the turn, and the
 conversation that holds it, so any process reads it back from the store with no index); its input
-is the item `msg-in-<turn>` and its answer the item `msg-out-<turn>`, so item ids are stable and each
-names its turn. The protocol's own facts (conversation metadata, a response's metadata, a deletion)
-are `entry` records of plugin `openai`, which functai reads as any plugin's entries.
+is the item `msg-in-<turn>` and its answer the item `msg-out-<turn>`, its n-th tool call
+`fc-<turn>-<n>` and that call's output `fco-<turn>-<n>`, so item ids are stable and each names its
+turn. The protocol's own facts (conversation metadata, a response's metadata, a deletion) are
+`entry` records of plugin `openai`, which functai reads as any plugin's entries.
 """
 
 from __future__ import annotations

@@ -7,8 +7,11 @@
     POST /responses/{id}/cancel      stop the turn
 
 `background` answers once the turn is placed; `stream` answers with its events; otherwise the answer
-waits for the turn's end. An `Idempotency-Key` header is the send's request id, so a retried POST is
-the same turn. Thin adapters over the Python API, like the native routes.
+waits for the turn's end. Function `tools` are the caller's: a turn whose model calls one waits, its
+response holding the `function_call` items, and `function_call_output` items sent after it resume
+that same turn with the outputs (`act`, as a person resumes a turn). An `Idempotency-Key` header is
+the send's request id, so a retried POST is the same turn. Thin adapters over the Python API, like
+the native routes.
 """
 
 from __future__ import annotations
