@@ -65,6 +65,7 @@ async def test_unknown_ids_are_not_found(tl: Threadline, worker: Worker) -> None
         ({"model": "no-such-model"}, "model", "model_not_found"),
         ({"tools": [{"type": "web_search"}]}, "tools", "invalid_request"),
         ({"tools": [{"type": "function", "name": "f f", "parameters": {}}]}, "tools", "invalid_request"),
+        ({"tools": [{"type": "function", "name": "f"}, {"type": "function", "name": "f"}]}, "tools", "invalid_request"),
         ({"tools": [{"type": "function", "name": "f"}], "stream": True}, "stream", "invalid_request"),
         (
             {"input": [{"type": "function_call_output", "call_id": "call-1", "output": "42"}]},
@@ -80,6 +81,7 @@ async def test_unknown_ids_are_not_found(tl: Threadline, worker: Worker) -> None
         "unknown-model",
         "hosted-tool",
         "bad-function-name",
+        "two-functions-of-one-name",
         "streamed-tools",
         "output-of-no-call",
         "store-false",

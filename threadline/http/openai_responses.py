@@ -174,6 +174,10 @@ def functions(body: o.CreateResponse) -> list[dict[str, Any]]:
         return []
     if body.stream:
         raise bad_request("a response offering function tools is not streamed here; leave out `stream`", "stream")
+    names = [t.name for t in body.tools]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise bad_request(f"two tools are named {twice[0]!r}: the model could not tell them apart", "tools")
     return [{"name": t.name, "description": t.description or "", "parameters": t.parameters or {}} for t in body.tools]
 
 
