@@ -8,7 +8,8 @@ Each model answer is kept in the log before it is used (the turn's `ended`, a to
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from temporalio import activity
 
@@ -24,6 +25,7 @@ from store.programs.program import Program
 
 from . import again
 from .again import turn_model
+from .callertools import CallerToolTurn, caller_tools
 from .calls import CallWriter
 from .codeturn import CodeTurn
 from .context import Preparer
@@ -75,7 +77,10 @@ class LLMActivities:
         program = find_program(self.programs, input.send.program or config.program)
         lm = input.send.lm or config.lm or self.default_model
         conversation = await self.logs.open(config.store, config.conversation, config.store_id)
-        run = TurnRun(conversation, input, steps_for(program), streams=self.streams.get(config.store))
+        tools: list[dict[str, Any]] = []
+        if input.send.tools or input.attempt > 1:  # the caller's functions, as the turn recorded them
+            tools = caller_tools(await conversation.turn(input.turn))
+        run = TurnRun(conversation, input, steps_for(program, tools), streams=self.streams.get(config.store))
         run.on_end = functools.partial(self.calls.ended, config.store, conversation)
         try:
             provider, name = self.providers.resolve(lm)
@@ -146,9 +151,11 @@ class LLMActivities:
         return Preparer(conversation, self.providers, model)
 
 
-def steps_for(program: Program) -> TurnSteps:
+def steps_for(program: Program, tools: Sequence[Mapping[str, Any]] = ()) -> TurnSteps:
     """What a turn of `program` does: run its code (a program with code), ask step by step, recorded (a
-    program with tools), or make one model call."""
+    program with tools, or a turn offered the caller's functions `tools`), or make one model call."""
     if program.kind == "module":
         return CodeTurn(program)
+    if tools:
+        return CallerToolTurn(program, tools)
     return ToolTurn(program) if program.tools else PlainTurn(program)

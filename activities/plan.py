@@ -49,6 +49,8 @@ def turn_request(config: ConversationConfig, send: TurnSend, inputs: Mapping[str
     settings: dict[str, Any] = {"lm": lm} if lm else {}
     if approve is not None:  # recorded with the turn, so a resume anywhere asks about the same calls
         settings["approve"] = approve if isinstance(approve, str) else list(approve)
+    if send.tools:  # recorded with the turn, so a resume anywhere offers the model the same functions
+        settings["tools"] = [t.model_dump() for t in send.tools]
     earlier_without = send.earlier_without if send.earlier_without is not None else config.earlier_without
     return TurnRequest(
         inputs,

@@ -102,7 +102,8 @@ class WaitingActivities:
         state = turn.state(now())
         if check.expired and state in ("waiting", "interrupted"):
             return await self._expire(conversation, check)
-        if (state == "waiting" and not turn.unanswered()) or (state == "interrupted" and not turn.unfinished()):
+        settled = not turn.unfinished()  # a call the caller runs (or that may have run) waits for its output
+        if settled and ((state == "waiting" and not turn.unanswered()) or state == "interrupted"):
             claimed = await conversation.append_if(check.turn, _claim(check))
             return (
                 Interrupted(attempt=claimed.attempt)

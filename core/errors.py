@@ -38,6 +38,7 @@ class ErrorCode(StrEnum):
     INPUTS_INVALID = "inputs-invalid"
     INPUT_TOO_LARGE = "input-too-large"
     REQUEST_TIMEOUT = "request-timeout"
+    TOO_MANY_REQUESTS = "too-many-requests"
     PROVIDER_UNCONFIGURED = "provider-unconfigured"
     PROVIDER_REJECTED = "provider-rejected"
     PROVIDER_UNAVAILABLE = "provider-unavailable"

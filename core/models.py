@@ -143,6 +143,16 @@ class ConversationConfig(Model):
     shown without them instead of the send being refused `conversation-signature`."""
 
 
+class CallerTool(Model):
+    """A function the caller runs itself (the OpenAI protocol's function tools): offered to the model
+    with the turn; a call of it pauses the turn until the caller sends its output (a resume)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str = Field(default="", max_length=4000)
+    parameters: dict[str, Any] = {}
+    """The JSON Schema of its input."""
+
+
 class TurnSend(Model):
     """The `turn` signal: one message to the conversation."""
 
@@ -172,6 +182,9 @@ class TurnSend(Model):
     with the message."""
     remembers: dict[str, HelperMemory] | None = None
     """This send's helpers' memory (None: the conversation's); a handle's travels with each send."""
+    tools: list[CallerTool] = Field(default_factory=list, max_length=64)
+    """Functions the caller runs (recorded with the turn as `settings.tools`): the model may call them, and
+    the turn then waits for their outputs."""
 
     def memory(self, config: ConversationConfig) -> dict[str, HelperMemory]:
         """The helpers' memory this send runs with: its own, else the conversation's."""

@@ -229,21 +229,38 @@ class Conversation(FlowMethods, ScheduleMethods):
         return finished(await self.turn(str(outcome.turn)))
 
     async def deliver(
-        self, *args: Any, request_id: str | None = None, lm: str | None = None, approve: Any = None, **inputs: Any
+        self,
+        *args: Any,
+        request_id: str | None = None,
+        lm: str | None = None,
+        approve: Any = None,
+        tools: Sequence[Mapping[str, Any]] = (),
+        **inputs: Any,
     ) -> TurnOutcome:
         """Send a turn and wait for how it ends, in one round trip: its outcome as the workflow tells it
         (a failed or waiting turn is an outcome here, not an error; nothing is read from the log).
 
+        `tools` are functions the caller runs itself (`SendOptions.tools`): a turn whose model calls one
+        waits, and `(await chat.turn(id)).resume(results={call_id: output})` goes on.
+
         Raises:
             ThreadlineError: the coded error when the send was refused.
         """
-        return await self._ended(self._prepared(args, inputs, SendOptions(request_id, lm, approve)))
+        options = SendOptions(request_id, lm, approve, tools=tools)
+        return await self._ended(self._prepared(args, inputs, options))
 
     async def send(
-        self, *args: Any, request_id: str | None = None, lm: str | None = None, approve: Any = None, **inputs: Any
+        self,
+        *args: Any,
+        request_id: str | None = None,
+        lm: str | None = None,
+        approve: Any = None,
+        tools: Sequence[Mapping[str, Any]] = (),
+        **inputs: Any,
     ) -> TurnHandle:
-        """Send a turn; return as soon as it is placed (its id known before the model answers)."""
-        return await self._placed(self._prepared(args, inputs, SendOptions(request_id, lm, approve)))
+        """Send a turn; return as soon as it is placed (its id known before the model answers); `tools`
+        as in `deliver`."""
+        return await self._placed(self._prepared(args, inputs, SendOptions(request_id, lm, approve, tools=tools)))
 
     def stream(
         self, *args: Any, request_id: str | None = None, lm: str | None = None, approve: Any = None, **inputs: Any

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from core.errors import ErrorCode, ThreadlineError
 from core.limits import check_send
-from core.models import ConversationConfig, StopSend, TurnOutcome, TurnSend, check_inputs
+from core.models import CallerTool, ConversationConfig, StopSend, TurnOutcome, TurnSend, check_inputs
 from store.backends.opening import StoreSet
 from store.backends.reader import ConversationLog
 from store.log.rules import View
@@ -96,6 +96,7 @@ class Handle:
             remembers=config.remembers,
             earlier_without=config.earlier_without,
             metadata=dict(options.metadata or {}),
+            tools=[CallerTool.model_validate(t) for t in options.tools],
         )
         check_send(send)  # its names within their limits, before anything is sent or recorded
         return send

@@ -40,6 +40,9 @@ class SendOptions:
     """This turn's `approve` rule (None: the conversation's)."""
     metadata: Mapping[str, Any] | None = None
     """The message's own metadata, kept with its turn and returned with the message."""
+    tools: Sequence[Mapping[str, Any]] = ()
+    """Functions the caller runs itself, each `{name, description, parameters}`: the model may call them,
+    and the turn then waits until `turn.resume(results={call_id: output})` gives their outputs."""
 
     def __post_init__(self) -> None:
         if self.request_id is not None and not 0 < len(self.request_id) <= MAX_REQUEST_ID:

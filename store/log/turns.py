@@ -121,9 +121,9 @@ def unowned(log: Log, owner: str, holding: Collection[str] = ()) -> list[Turn]:
 
 
 def _recorded_setting(name: str, value: Any) -> bool:
-    """`lm` as functai records it; Threadline adds a per-turn `approve` rule (functai ignores it) so a
-    resume anywhere asks about the same calls."""
-    return (name == "lm" and isinstance(value, str)) or (name == "approve" and value is not None)
+    """`lm` as functai records it; Threadline adds a per-turn `approve` rule and the caller's `tools`
+    (functai ignores both) so a resume anywhere asks about, and offers, the same calls."""
+    return (name == "lm" and isinstance(value, str)) or (name in ("approve", "tools") and value is not None)
 
 
 def shown_for(log: Log, program: Program, parent: str | None, rule: ContextRule, *, now: float) -> Shown:

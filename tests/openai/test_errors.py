@@ -63,7 +63,10 @@ async def test_unknown_ids_are_not_found(tl: Threadline, worker: Worker) -> None
     ("given", "param", "code"),
     [
         ({"model": "no-such-model"}, "model", "model_not_found"),
-        ({"tools": [{"type": "function", "name": "f", "parameters": {}}]}, "tools", "invalid_request"),
+        ({"tools": [{"type": "web_search"}]}, "tools", "invalid_request"),
+        ({"tools": [{"type": "function", "name": "f f", "parameters": {}}]}, "tools", "invalid_request"),
+        ({"tools": [{"type": "function", "name": "f"}, {"type": "function", "name": "f"}]}, "tools", "invalid_request"),
+        ({"tools": [{"type": "function", "name": "f"}], "stream": True}, "stream", "invalid_request"),
         (
             {"input": [{"type": "function_call_output", "call_id": "call-1", "output": "42"}]},
             "input",
@@ -76,8 +79,11 @@ async def test_unknown_ids_are_not_found(tl: Threadline, worker: Worker) -> None
     ],
     ids=[
         "unknown-model",
-        "tools",
-        "function-call-output",
+        "hosted-tool",
+        "bad-function-name",
+        "two-functions-of-one-name",
+        "streamed-tools",
+        "output-of-no-call",
         "store-false",
         "assistant-input",
         "empty-input",

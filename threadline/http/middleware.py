@@ -86,8 +86,19 @@ def _describe(exc: RequestValidationError) -> str:
 
 
 async def on_error(request: Request, exc: Exception) -> Response:
-    """Exception handler: answer any exception as its coded error."""
-    return error_response(as_error(exc), request.url.path)
+    """Exception handler: answer any exception as its coded error (a malformed body of the OpenAI
+    protocol names its field as `param`, as the protocol does)."""
+    err = as_error(exc)
+    if isinstance(exc, RequestValidationError) and openai_errors.is_protocol(request.url.path):
+        err = ThreadlineError(err.code, err.message, param=_field(exc))
+    return error_response(err, request.url.path)
+
+
+def _field(exc: RequestValidationError) -> str | None:
+    """The top field of the body the first error is about (None: the body itself)."""
+    first: dict[str, Any] = next(iter(exc.errors()), {})
+    loc = [str(part) for part in first.get("loc", ())]
+    return loc[1] if len(loc) > 1 and loc[0] == "body" else None
 
 
 async def on_http_error(request: Request, exc: Exception) -> Response:

@@ -45,8 +45,8 @@ Items = Annotated[list[InputMessage], Field(max_length=20)]
 
 
 class CallItem(RequestBody):
-    """A function call or its output, as the client sends them back in `input`: read so that the refusal
-    names them (function tools are not served), never recorded."""
+    """A function call or its output, as the client sends them back in `input`: outputs answer the calls
+    a response waits for (given to its turn when it resumes); a call is one the response made."""
 
     type: Literal["function_call", "function_call_output"]
     call_id: str
@@ -57,7 +57,17 @@ class CallItem(RequestBody):
     status: str | None = None
 
 
-ResponseItems = Annotated[list[InputMessage | CallItem], Field(max_length=20)]
+ResponseItems = Annotated[list[InputMessage | CallItem], Field(max_length=64)]
+
+
+class FunctionTool(RequestBody):
+    """A function the caller runs itself: offered to the model; a call of it waits for the caller's output."""
+
+    type: Literal["function"]
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str | None = Field(default=None, max_length=4000)
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
 
 
 class CreateConversation(RequestBody):
@@ -121,6 +131,21 @@ class CreateResponse(RequestBody):
                 {"model": "offline", "input": "What is 1/2 + 1/3?", "conversation": "alex"},
                 {"input": "And 1/4?", "previous_response_id": _RESPONSE, "stream": True},
                 {"input": [{"role": "user", "content": "Hi"}], "instructions": "Be brief.", "background": True},
+                {
+                    "input": "Weather in Paris?",
+                    "conversation": "alex",
+                    "tools": [
+                        {
+                            "type": "function",
+                            "name": "get_weather",
+                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+                        }
+                    ],
+                },
+                {
+                    "previous_response_id": _RESPONSE,
+                    "input": [{"type": "function_call_output", "call_id": "call_1", "output": "Sunny, 21 C"}],
+                },
             ]
         }
     )
@@ -134,7 +159,7 @@ class CreateResponse(RequestBody):
     stream: bool | None = None
     background: bool | None = None
     store: bool | None = None
-    tools: list[dict[str, Any]] | None = None
+    tools: Annotated[list[FunctionTool], Field(max_length=64)] | None = None
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
     temperature: float | None = None

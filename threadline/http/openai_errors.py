@@ -18,6 +18,8 @@ from .status import STATUS
 
 PREFIX = "/openai/v1"
 """Where the protocol is served."""
+RETRY_AFTER_S = 1
+"""What a 429 of the protocol asks the client to wait (the official client waits so before its retry)."""
 
 _PROTOCOL: dict[str, tuple[int, str]] = {
     ErrorCode.UNAUTHORIZED: (401, "invalid_api_key"),
@@ -26,6 +28,7 @@ _PROTOCOL: dict[str, tuple[int, str]] = {
     ErrorCode.TURN_UNKNOWN: (404, "not_found"),
     ErrorCode.CONVERSATION_BUSY: (409, "conversation_locked"),
     ErrorCode.TURN_STATE: (409, "response_state"),
+    ErrorCode.TOO_MANY_REQUESTS: (429, "rate_limit_exceeded"),
 }
 """Codes whose protocol status or code is not simply the native one."""
 
@@ -57,6 +60,8 @@ def protocol_error(err: ThreadlineError) -> JSONResponse:
     """The protocol's answer for `err`."""
     status, _ = protocol_status(err)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if status == 429:
+        headers = {"Retry-After": str(RETRY_AFTER_S)}
     return JSONResponse(protocol_body(err, status), status_code=status, headers=headers)
 
 

@@ -2,9 +2,10 @@
 
 Pure functions of a `Log`. A turn is a response (its id is `<turn>~<conversation>`: the turn, and the
 conversation that holds it, so any process reads it back from the store with no index); its input
-is the item `msg-in-<turn>` and its answer the item `msg-out-<turn>`, so item ids are stable and each
-names its turn. The protocol's own facts (conversation metadata, a response's metadata, a deletion)
-are `entry` records of plugin `openai`, which functai reads as any plugin's entries.
+is the item `msg-in-<turn>` and its answer the item `msg-out-<turn>`, its n-th tool call
+`fc-<turn>-<n>` and that call's output `fco-<turn>-<n>`, so item ids are stable and each names its
+turn. The protocol's own facts (conversation metadata, a response's metadata, a deletion) are
+`entry` records of plugin `openai`, which functai reads as any plugin's entries.
 """
 
 from __future__ import annotations
@@ -110,11 +111,45 @@ def answer_item(turn: Turn, text: str | None = None, status: str = "completed") 
 
 
 def turn_items(turn: Turn) -> list[dict[str, Any]]:
-    """A turn's items: its input (unless empty: an imported assistant message), then its answer once done."""
+    """A turn's items: its input (unless empty: an imported assistant message), its tool calls and their
+    outputs in order, then its answer once done."""
     items = [user_item(turn)] if input_text(turn) else []
+    items += call_items(turn)
     if turn.state == "done" and _text(turn.result):
         items.append(answer_item(turn))
     return items
+
+
+def call_items(turn: Turn, *, outputs: bool = True) -> list[dict[str, Any]]:
+    """The turn's tool calls as `function_call` items (`fc-<turn>-<n>` for its n-th call), each followed
+    by its `function_call_output` (`fco-<turn>-<n>`) once one is recorded (with `outputs`)."""
+    out: list[dict[str, Any]] = []
+    number = 0
+    for step in turn.steps:
+        if step.get("role") == "assistant":
+            for call in step.get("calls") or []:
+                number += 1
+                out.append(function_call(turn.id, number, call))
+        elif outputs:
+            n = int(step.get("invocation") or 0)
+            body = {"type": "function_call_output", "call_id": step.get("id"), "output": _text(step.get("output"))}
+            out.append({"id": f"fco-{turn.id}-{n}", **body, "status": "completed"})
+    return out
+
+
+def function_call(turn: str, number: int, call: dict[str, Any]) -> dict[str, Any]:
+    """A call the model asked for as a `function_call` item."""
+    arguments = json.dumps(call.get("input") or {}, ensure_ascii=False, sort_keys=True)
+    body = {"type": "function_call", "call_id": call.get("id"), "name": call.get("name"), "arguments": arguments}
+    return {"id": f"fc-{turn}-{number}", **body, "status": "completed"}
+
+
+def awaited_calls(turn: Turn) -> list[dict[str, Any]]:
+    """The `function_call` items a turn waits for the caller's outputs of (none unless it waits so)."""
+    if turn.state != "waiting" or turn.approvals or not turn.unfinished:
+        return []
+    open_ids = {str(t.get("id")) for t in turn.unfinished}
+    return [item for item in call_items(turn, outputs=False) if item["call_id"] in open_ids]
 
 
 def page(items: list[dict[str, Any]], after: str | None, limit: int, order: str) -> tuple[list[dict[str, Any]], bool]:
@@ -151,6 +186,9 @@ def usage(turn: Turn) -> dict[str, Any] | None:
 def response_of(log: Log, conversation: str, turn: Turn, *, model: str | None = None) -> dict[str, Any]:
     """`turn` as a response object: its status, its answer, its usage, its place in the conversation."""
     status = STATUS.get(turn.state, "in_progress")
+    awaited = awaited_calls(turn)
+    if awaited:  # the caller's move, as the protocol has it: the response is complete, its output the calls
+        status = "completed"
     extra = protocol_entry(log, "response", turn.id)
     setup = _setup(log)
     out: dict[str, Any] = {
@@ -159,7 +197,7 @@ def response_of(log: Log, conversation: str, turn: Turn, *, model: str | None = 
         "created_at": epoch(turn.started_at),
         "status": status,
         "model": turn.model or model or "",
-        "output": [answer_item(turn)] if status == "completed" else [],
+        "output": awaited or ([answer_item(turn)] if status == "completed" else []),
         "conversation": {"id": conversation},
         "previous_response_id": response_id(conversation, turn.parent) if turn.parent else None,
         "instructions": setup.get("system_prompt"),
@@ -171,10 +209,17 @@ def response_of(log: Log, conversation: str, turn: Turn, *, model: str | None = 
         "completed_at": epoch(turn.ended_at) if turn.ended_at else None,
         "parallel_tool_calls": False,
         "tool_choice": "auto",
-        "tools": [],
+        "tools": [{"type": "function", "strict": False, **t} for t in caller_tools(log, turn.id)],
         "store": True,
     }
     return out
+
+
+def caller_tools(log: Log, turn: str) -> list[dict[str, Any]]:
+    """The caller's functions the turn was offered, as its `turn` record keeps them."""
+    found = log.turns.get(turn)
+    given = (found.record.get("settings") or {}).get("tools") if found is not None else None
+    return [dict(t) for t in given if isinstance(t, dict)] if isinstance(given, list) else []
 
 
 def _setup(log: Log) -> dict[str, Any]:

@@ -23,6 +23,7 @@ STATUS: dict[str, int] = {
     ErrorCode.SCHEDULE_INVALID: 422,
     ErrorCode.INPUT_TOO_LARGE: 413,
     ErrorCode.REQUEST_TIMEOUT: 408,
+    ErrorCode.TOO_MANY_REQUESTS: 429,
     ErrorCode.CONVERSATION_ID: 422,
     ErrorCode.CONVERSATION_SIGNATURE: 422,
     ErrorCode.CONVERSATION_NESTED: 422,
