@@ -155,7 +155,7 @@ class TurnRun:
     async def _cut_for_steers(self) -> RunResult | None:
         """Take the steers that cut the model call short, keeping what it had said; or how the turn stands."""
         said = "".join(self._said)
-        logger.info("turn.steered", turn=self.turn, attempt=self.owned, said_chars=len(said))
+        logger.info("turn.cut_for_steer", turn=self.turn, attempt=self.owned, said_chars=len(said))
         try:
             await self.take_steers(self.asked, said=said)
         except Halt as halt:

@@ -60,9 +60,12 @@ async def test_a_tool_turn_steered_after_its_first_tool_round(live: Threadline, 
     assert second.index("Where is order 7?") < second.index("order 7 is in Leeds") < second.index("And order 8?")
     assert ["steer", "steered"] == [kind for kind, _ in steer_entries(live, cid)]
 
-    theirs, request = await asyncio.to_thread(functai_continues, live, cid)
+    theirs, request, entries = await asyncio.to_thread(functai_continues, live, cid)
 
     assert [(turn.id, "done", turn.result)] == theirs[:1]
+    assert [(turn.id, steer.request_id, {"request": "And order 8?"})] == [
+        (e["turn"], e["data"]["request_id"], e["data"]["inputs"]) for e in entries
+    ]
     assert "done" == theirs[1][1]
     assert "order 7 is in Leeds" in request  # shown whole, with its tool steps: the lmcc is functai's
 
@@ -90,11 +93,12 @@ async def test_a_plain_turn_steered_mid_answer_reads_in_functai(live: Threadline
     assert "A short one." in request
 
 
-def functai_continues(tl: Threadline, cid: str) -> tuple[list[Any], str]:
-    """functai lists the conversation's turns and sends one more; its turns and the request it made."""
+def functai_continues(tl: Threadline, cid: str) -> tuple[list[Any], str, list[dict[str, Any]]]:
+    """functai sends one more turn; the turns it lists, the request it made, the `steer` entries it reads."""
     client = model(answers("You are welcome."))
     with functai.configure(lm="fake-model", client=client):
         view = functai_tools.shop.conversation(cid, store=str(tl.settings.store_folder("default")))
         view("Thanks.")
         listed = [(t.id, t.state, t.result) for t in view.turns]
-    return listed, repr(client.requests[0])
+        entries = view.entries("threadline", "steer")
+    return listed, repr(client.requests[0]), entries

@@ -19,7 +19,9 @@ from core.settings import Settings
 from store.backends.folder import FolderStore
 from store.log.state import Log
 from tests.support.fakeprovider import Call, FakeProvider, Reply
+from tests.support.service_kit import send, serving
 from threadline.client import Threadline, connect
+from threadline.http import create_app
 from worker import build_worker
 
 MODEL = "openai:gpt-test"
@@ -97,3 +99,22 @@ async def test_a_plain_turn_steered_mid_answer_is_asked_again(live: Threadline, 
     ]
     assert ["steer", "steered"] == [kind for kind, _ in steer_entries(live, cid)]
     assert 1 == len([r for r in FolderStore(live.settings.store_folder("default")).read(cid) if r["kind"] == "turn"])
+
+
+async def test_a_steer_over_http(live: Threadline, fake: FakeProvider, cid: str) -> None:
+    """The body field `sends`: the steer's answer is the running turn's, which says it took the steer."""
+    fake.add(Reply(STORY, chunks=40, delay=0.1), Reply("A short one."))
+    async with serving(create_app(live)) as http:
+        placed = await send(http, cid, message="Tell me a story.", lm=MODEL)
+        await asked(fake, 1)
+        steered = await send(http, cid, message="Make it short.", lm=MODEL, sends="steer", request_id="s-1", wait=True)
+        turn = await http.get(f"/v1/conversations/{cid}/turns/{placed.json()['turn']}")
+
+    answer = steered.json()
+    assert (200, placed.json()["turn"], "A short one.", ["s-1"]) == (
+        steered.status_code,
+        answer["turn"],
+        answer["result"],
+        answer["steers"],
+    )
+    assert [("s-1", {"message": "Make it short."})] == [(s["request_id"], s["inputs"]) for s in turn.json()["steers"]]
