@@ -360,7 +360,13 @@ class TurnRun:
     async def take_steers(self, step: int, *, said: str = "") -> list[Steer]:
         """Take the steers that arrived and no try took yet, joining model step `step` (`said`: what the
         call they cut short had streamed); the ones taken now. Raises `Halt` when the turn ended or was
-        taken over: a steer is taken only while the turn runs, so a later one becomes a turn of its own."""
+        taken over: a steer is taken only while the turn runs, so a later one becomes a turn of its own.
+
+        It looks at the log as last read (the watch and every model call read it again): a steer that
+        lands just after is cut in by the watch (`cut_for_steers`), or taken at the next step."""
+        cached = self.conversation.log.turns.get(self.turn)
+        if cached is None or not cached.steers or not arrived(cached):
+            return []
         new: list[str] = []
 
         def decide(_: Log, turn: Turn) -> list[Record] | None:

@@ -86,12 +86,6 @@ def taken(turn: Turn) -> list[Steer]:
     return out
 
 
-def steered_by(turn: Turn, request_id: str) -> str | None:
-    """Whether the send `request_id` steered `turn`: `took` (a `steered` entry), `sent` (only `steer`), None."""
-    kinds = {e.get("entry") for e in turn.steers if _request_id(e) == request_id}
-    return "took" if "steered" in kinds else "sent" if "steer" in kinds else None
-
-
 def _request_id(entry: Record) -> str:
     data = entry.get("data")
     return str(data.get("request_id") or "") if isinstance(data, dict) else ""
