@@ -242,12 +242,12 @@ class TurnOutcome(Model):
     usage: dict[str, int] = {}
     seconds: float | None = None
     error: TurnError | None = None
+    steers: list[str] = []
+    """The request ids of the sends that steered the turn (`sends="steer"`), in the order it took them."""
     flow: FlowResult | None = None
     """When a guided flow answered the send: where the flow stands (`flow_data` once, on completion)."""
     approvals: list[dict[str, Any]] = []
     """While `waiting`: the questions asked (tool name, input, effects, site, invocation, question)."""
-    steers: list[str] = []
-    """The request ids of the sends that steered the turn (`sends="steer"`), in the order it took them."""
 
     @model_validator(mode="before")
     @classmethod
