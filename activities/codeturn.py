@@ -32,8 +32,10 @@ from .steps import Reply, TurnTry, since_turn, waits_for_person
 
 
 class CodeTurn:
-    """A turn of a program with code (`steps.TurnSteps`): its body, and the helper calls it makes."""
+    """A turn of a program with code (`steps.TurnSteps`): its body, and the helper calls it makes. It
+    takes no steers: a steer sent while it runs becomes the next turn."""
 
+    cut_for_steers = False
     run: TurnTry
     model: str
     helpers: HelperCalls

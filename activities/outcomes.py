@@ -7,6 +7,7 @@ from typing import Any
 from core.errors import ErrorCode
 from core.models import TurnError, TurnOutcome
 from store.log.state import Turn
+from store.log.steers import taken
 
 _OUTCOME_STATES = frozenset({"done", "failed", "stopped", "abandoned"})
 
@@ -32,6 +33,7 @@ def outcome_of(turn: Turn, request_id: str) -> TurnOutcome | None:
         usage={k: v for k, v in (ended.get("usage") or {}).items() if isinstance(v, int)},
         seconds=ended.get("seconds"),
         error=None if done else error_of(ended.get("error")),
+        steers=[steer.request_id for steer in taken(turn)] if turn.steers else [],
     )
 
 

@@ -18,11 +18,14 @@ from store.records import Record
 
 from .language_model import ModelReply, ModelRequest, Provider
 from .plan import request_of
-from .steps import Reply, TurnTry, add_usage
+from .steps import Reply, TurnTry, add_usage, with_steers
 
 
 class PlainTurn:
-    """A turn of a program without tools or code (`steps.TurnSteps`)."""
+    """A turn of a program without tools or code (`steps.TurnSteps`): a steer that arrives while the
+    model answers cuts the call short, and the model is asked again with it."""
+
+    cut_for_steers = True
 
     run: TurnTry
     provider: Provider
@@ -43,16 +46,18 @@ class PlainTurn:
         self.request = request_of(self.program, run.shown, inputs, model=name)
 
     async def answer(self) -> Reply:
-        """Call the model; a reply that does not fit the outputs gets one repair request (the usage of
-        both counts)."""
+        """Call the model, shown every steer the turn took after its own message; a reply that does not
+        fit the outputs gets one repair request (the usage of both counts)."""
+        await self.run.take_steers(self.run.asked)
+        request = replace(self.request, messages=tuple(with_steers(self.request.messages, self.run.steered())))
         first: ModelReply | None = None
         try:
-            first = await self.run.call_model(self.provider, self.request, self.model)
+            first = await self.run.call_model(self.provider, request, self.model)
             return checked(self.program, first)
         except ThreadlineError as err:
             if err.code != ErrorCode.PARSE_FAILED:
                 raise
-            again = self.run.repaired(self.request, err)
+            again = self.run.repaired(request, err)
             repaired = await self.run.call_model(self.provider, again, self.model)
             return replace(
                 checked(self.program, repaired), usage=add_usage(first.usage if first else {}, repaired.usage)

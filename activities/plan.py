@@ -17,7 +17,7 @@ from core.context import ContextRule
 from core.models import ConversationConfig, TurnSend
 from store.log.rules import Shown, View, shown
 from store.log.state import Log
-from store.log.turns import Begin, Busy, Existing, TurnRequest, begin_turn
+from store.log.turns import Begin, Busy, Existing, Steered, TurnRequest, begin_turn
 from store.programs.program import Program
 
 from .language_model import ModelRequest, build_request
@@ -25,9 +25,9 @@ from .language_model import ModelRequest, build_request
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """What a send does now: `Begin` (with the request its model call makes), `Existing` or `Busy`."""
+    """What a send does now: `Begin` (with the request its model call makes), `Existing`, `Busy` or `Steered`."""
 
-    decided: Begin | Existing | Busy
+    decided: Begin | Existing | Busy | Steered
     request: ModelRequest | None = None
 
 

@@ -33,6 +33,7 @@ from store.backends.reader import ConversationLog, now
 from store.backends.streams import Streams, StreamWriting
 from store.log.rules import Shown
 from store.log.state import Log, Turn
+from store.log.steers import Steer, arrived, steered_record, taken
 from store.log.turns import claim_records, failed_record
 from store.programs.approvals import Approve, check_approve
 from store.records import LEASE_RENEW_SECONDS, STOP_POLL_SECONDS, Record, lease_record, stopped_record
@@ -45,7 +46,7 @@ from .steps import Reply, TurnSteps
 
 logger = structlog.get_logger(__name__)
 
-Interruption = Literal["stop", "taken", "ended"]
+Interruption = Literal["stop", "taken", "ended", "steer"]
 REPLY_KEPT_S = 300.0
 """How long a reply in hand waits for a store that cannot be written (an outage): the turn then ends
 with it once the store is back, instead of every retry asking the model again."""
@@ -74,7 +75,11 @@ class TurnRun:
         self.ending = False
         """Whether this try appended (or tried to append) the turn's `ended` record."""
         self._restart = False
-        """Whether the text streamed so far is void once the model is asked again (a repair)."""
+        """Whether the text streamed so far is void once the model is asked again (a repair, a steer)."""
+        self._said: list[str] = []
+        """The text the model call under way streamed so far (kept when a steer cuts it short)."""
+        self.asked = 0
+        """The model calls this try made."""
         self.on_end: Callable[[Turn], Awaitable[None]] | None = None
         """Called once this attempt appended the turn's `ended` record (its call is logged then)."""
 
@@ -121,23 +126,42 @@ class TurnRun:
                 self.stream.close()  # a try that raises (to be retried) leaves no file open
 
     async def _run(self) -> RunResult:
-        """The steps beside the log watch: whichever finishes first decides how the try ends."""
+        """The steps beside the log watch: whichever finishes first decides how the try ends. Steps that
+        take steers mid-call (`cut_for_steers`) are cut short by one and run again, which takes it."""
         started = time.monotonic()
-        call = asyncio.create_task(self.steps.answer())
-        watch = asyncio.create_task(self._watch())
-        try:
-            await asyncio.wait({call, watch}, return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
+        while True:
+            call = asyncio.create_task(self.steps.answer())
+            watch = asyncio.create_task(self._watch(steers=self.steps.cut_for_steers))
+            try:
+                await asyncio.wait({call, watch}, return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:
+                call.cancel()
+                watch.cancel()
+                if _asked_to_cancel():  # not a shutdown or a timeout, which a retry elsewhere carries on
+                    await asyncio.shield(self._end(lambda t: stopped_record(t.id, attempt=self.owned, saw=self.saw)))
+                raise
+            if call.done():
+                watch.cancel()
+                return await self._answered(call, time.monotonic() - started)
             call.cancel()
-            watch.cancel()
-            if _asked_to_cancel():  # not a shutdown or a timeout, which a retry elsewhere carries on
-                await asyncio.shield(self._end(lambda t: stopped_record(t.id, attempt=self.owned, saw=self.saw)))
-            raise
-        if call.done():
-            watch.cancel()
-            return await self._answered(call, time.monotonic() - started)
-        call.cancel()
-        return await self._interrupted(watch.result())
+            why = watch.result()
+            if why != "steer":
+                return await self._interrupted(why)
+            await asyncio.gather(call, return_exceptions=True)  # its text so far is complete once it is gone
+            gone = await self._cut_for_steers()
+            if gone is not None:
+                return gone
+
+    async def _cut_for_steers(self) -> RunResult | None:
+        """Take the steers that cut the model call short, keeping what it had said; or how the turn stands."""
+        said = "".join(self._said)
+        logger.info("turn.cut_for_steer", turn=self.turn, attempt=self.owned, said_chars=len(said))
+        try:
+            await self.take_steers(self.asked, said=said)
+        except Halt as halt:
+            return halt.result or _result(await self.conversation.turn(self.turn), self.input.send.request_id)
+        self._restart = True  # the stream's text is void: the model is asked again
+        return None
 
     async def fail(self, err: ThreadlineError) -> RunResult:
         """End the turn `failed` with `err` (a refusal no retry can fix)."""
@@ -206,8 +230,9 @@ class TurnRun:
         except ThreadlineError as failed:  # the store may be what failed: the retry's claim renews it then
             logger.warning("turn.lease_not_renewed", turn=self.turn, code=str(failed.code), cause=str(err.code))
 
-    async def _watch(self) -> Interruption:
-        """Every 0.25 s: heartbeat, look for a stop, an end or a takeover; every 5 s: renew the lease."""
+    async def _watch(self, *, steers: bool = False) -> Interruption:
+        """Every 0.25 s: heartbeat, look for a stop, an end, a takeover (and, with `steers`, a steer that
+        arrived while a model call runs); every 5 s: renew the lease."""
         renewed = time.monotonic()
         while True:
             await asyncio.sleep(STOP_POLL_SECONDS)
@@ -220,6 +245,8 @@ class TurnRun:
                 return "taken"
             if turn.stops:
                 return "stop"
+            if steers and turn.steers and arrived(turn):
+                return "steer"
             if time.monotonic() - renewed >= LEASE_RENEW_SECONDS:
                 await self._renew()
                 renewed = time.monotonic()
@@ -302,6 +329,8 @@ class TurnRun:
         if self._restart and self.stream is not None:
             self.stream.write({"restart": True})
         self._restart = False
+        self._said = []
+        self.asked += 1
         logger.info("model.requested", turn=self.turn, attempt=self.owned, model=model)
         return await provider.complete(request, self._on_text)
 
@@ -323,7 +352,43 @@ class TurnRun:
             return _result(turn, self.input.send.request_id)
         return None
 
+    def steered(self) -> list[Steer]:
+        """The steers the turn took so far (as the log last read holds them), in the order it took them."""
+        turn = self.conversation.log.turns.get(self.turn)
+        return taken(turn) if turn is not None and turn.steers else []
+
+    async def take_steers(self, step: int, *, said: str = "") -> list[Steer]:
+        """Take the steers that arrived and no try took yet, joining model step `step` (`said`: what the
+        call they cut short had streamed); the ones taken now. Raises `Halt` when the turn ended or was
+        taken over: a steer is taken only while the turn runs, so a later one becomes a turn of its own.
+
+        It looks at the log as last read (the watch and every model call read it again): a steer that
+        lands just after is cut in by the watch (`cut_for_steers`), or taken at the next step."""
+        cached = self.conversation.log.turns.get(self.turn)
+        if cached is None or not cached.steers or not arrived(cached):
+            return []
+        new: list[str] = []
+
+        def decide(_: Log, turn: Turn) -> list[Record] | None:
+            new.clear()
+            if turn.ended is not None or turn.attempt > self.owned:
+                return None
+            new.extend(str((e.get("data") or {}).get("request_id")) for e in arrived(turn))
+            at = now()
+            return [
+                steered_record(self.turn, rid, step=step, said=said if i == 0 else "", now=at)
+                for i, rid in enumerate(new)
+            ] or None
+
+        turn = await self.conversation.append_if(self.turn, decide)
+        if turn.ended is not None or turn.attempt > self.owned:
+            raise Halt(_result(turn, self.input.send.request_id))
+        if new:
+            logger.info("turn.steers_taken", turn=self.turn, attempt=self.owned, step=step, count=len(new))
+        return [steer for steer in taken(turn) if steer.request_id in new]
+
     async def _on_text(self, piece: str) -> None:
+        self._said.append(piece)
         self.streamed += len(piece)
         if self.stream is not None:
             self.stream.text(piece)

@@ -8,7 +8,7 @@ code and the helpers it calls (`codeturn.CodeTurn`). The steps reach the try thr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from core.errors import ThreadlineError
@@ -17,11 +17,12 @@ from store.backends.reader import ConversationLog, now
 from store.backends.streams import StreamWriting
 from store.log.rules import Shown
 from store.log.state import Turn
+from store.log.steers import Steer
 from store.programs.approvals import Approve
 from store.programs.program import Program
 from store.records import Record, parse_time
 
-from .language_model import ModelReply, ModelRequest, Provider
+from .language_model import Message, ModelReply, ModelRequest, Provider, render_values
 
 Reply = ModelReply | Ended | Yielded | ToolRound | Paused
 """What a turn's steps come to: its answer, or (a turn with tools) a round of tools to run, a wait
@@ -36,6 +37,8 @@ class TurnTry(Protocol):
     input: RunInput
     turn: str
     owned: int
+    asked: int
+    """The model calls this try made."""
     stream: StreamWriting | None
 
     @property
@@ -70,11 +73,22 @@ class TurnTry(Protocol):
         """`request` asked again after a reply that did not fit."""
         ...
 
+    def steered(self) -> list[Steer]:
+        """The steers the turn took so far, in the order it took them."""
+        ...
+
+    async def take_steers(self, step: int, *, said: str = "") -> list[Steer]:
+        """Take the steers that arrived, joining model step `step`; the ones taken now."""
+        ...
+
 
 class TurnSteps(Protocol):
     """What one kind of turn does between its claim and its `ended` record; `run.TurnRun` does the rest."""
 
     program: Program
+    cut_for_steers: bool
+    """Whether a steer that arrives while a model call runs cuts it short (the steps then run again and
+    take it); otherwise the steps take steers at their own step boundaries."""
 
     def waits(self, turn: Turn) -> Paused | None:
         """Whether the turn (neither ended nor taken) waits for a person before anything runs again."""
@@ -96,6 +110,16 @@ class TurnSteps(Protocol):
     def error(self, err: ThreadlineError) -> ThreadlineError | Mapping[str, Any]:
         """What the `ended` record of a turn that failed with `err` keeps as its error."""
         ...
+
+
+def with_steers(messages: Sequence[Message], steers: Sequence[Steer]) -> list[Message]:
+    """`messages`, then each steer as the user's message (after what the call it cut short had said)."""
+    out = list(messages)
+    for steer in steers:
+        if steer.said:
+            out.append(Message("assistant", steer.said))
+        out.append(Message("user", render_values(steer.inputs)))
+    return out
 
 
 def add_usage(*usages: Mapping[str, int]) -> dict[str, int]:

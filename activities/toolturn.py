@@ -43,7 +43,7 @@ from .language_model import Message, ModelReply, ModelRequest, Provider
 from .plainturn import checked
 from .plan import request_of
 from .replies import reply_of, request_document, response_of
-from .steps import Reply, TurnTry, add_usage, since_turn, waits_for_person
+from .steps import Reply, TurnTry, add_usage, since_turn, waits_for_person, with_steers
 
 MAX_STEPS = 8
 """Model calls per turn before it fails `step-limit` (functai's default `max_steps`)."""
@@ -75,7 +75,10 @@ class Round:
 
 
 class ToolTurn:
-    """A turn of a program with tools (`steps.TurnSteps`): its request is a plain turn's, asked step by step."""
+    """A turn of a program with tools (`steps.TurnSteps`): its request is a plain turn's, asked step by step.
+    Steers join it between steps: before a model call, after the tool round before it."""
+
+    cut_for_steers = False
 
     run: TurnTry
     provider: Provider
@@ -106,7 +109,8 @@ class ToolTurn:
         the model answers, tools must run, or a person must say."""
         book = ToolBook(await self.run.conversation.turn(self.run.turn))
         so_far, taken = Exchange(), dict[str, int]()
-        for _ in range(MAX_STEPS):
+        for step in range(MAX_STEPS):
+            await self._steer(step, so_far, book, taken)
             asked = replace(self.request, messages=(*self.request.messages, *so_far.messages))
             reply = await self._step(asked, book, taken)
             if not isinstance(reply, ModelReply):
@@ -125,6 +129,17 @@ class ToolTurn:
             so_far.messages.append(Message("assistant", reply.text, calls=reply.calls))
             so_far.messages += [Message("tool", o, call_id=c.id) for c, o in zip(reply.calls, outputs, strict=True)]
         raise ThreadlineError(ErrorCode.STEP_LIMIT, f"no answer after {MAX_STEPS} model steps; ask for less per turn")
+
+    async def _steer(self, step: int, so_far: Exchange, book: ToolBook, taken: dict[str, int]) -> None:
+        """Add to the exchange the steers taken before model step `step`: those a try took here before,
+        then, unless that step's reply is recorded already (a resume), the ones that arrived since."""
+        steers = [s for s in self.run.steered() if s.step == step]
+        messages = with_steers(so_far.messages, steers)
+        asked = replace(self.request, messages=(*self.request.messages, *messages))
+        key = reply_key(request_document(asked))
+        if taken.get(key, 0) >= len(book.replies.get(key, [])):
+            messages = with_steers(messages, await self.run.take_steers(step))
+        so_far.messages = messages
 
     async def _step(
         self, request: ModelRequest, book: ToolBook, taken: dict[str, int], *, repair: bool = True

@@ -35,7 +35,7 @@ from core.models import (
 from core.temporal import coded
 from store.backends.reader import LogCache, now
 from store.log.state import Log, Turn
-from store.log.turns import Begin, Busy, failed_record, stop_records, unowned
+from store.log.turns import Busy, Existing, Steered, failed_record, stop_records, unowned
 from store.log.turns import begin_turn as decide_turn
 from store.programs.code import refuse
 from store.programs.program import Program
@@ -90,9 +90,10 @@ class TranscriptActivities:
             if send.continue_from and send.continue_from not in log.turns:
                 raise ThreadlineError(ErrorCode.TURN_UNKNOWN, f"turn {send.continue_from} is not in this conversation")
             decided = decide_turn(log, program, request, now=now())  # no model request: `run_turn` builds it
-            if isinstance(decided, Busy):
+            if isinstance(decided, Busy) or (isinstance(decided, Steered) and decided.turn not in input.holding):
+                # a steer joins only a turn this workflow drives: it alone knows to place the steer again
                 return BeginResult(kind="busy", turn=decided.turn, records=log.n, store_id=store_id)
-            if not isinstance(decided, Begin):
+            if isinstance(decided, Existing):
                 existing = log.turns[decided.turn]
                 outcome = outcome_of(existing, send.request_id)
                 return BeginResult(
@@ -104,6 +105,11 @@ class TranscriptActivities:
                 if err.code != ErrorCode.STORE_CONFLICT:
                     raise
                 continue
+            if isinstance(decided, Steered):
+                logger.info("turn.steered", conversation=config.conversation, turn=decided.turn)
+                return BeginResult(
+                    kind="steered", turn=decided.turn, parent=decided.parent, records=log.n, store_id=store_id
+                )
             logger.info("turn.begun", conversation=config.conversation, turn=decided.turn, parent=decided.parent)
             return BeginResult(kind="begun", turn=decided.turn, parent=decided.parent, records=log.n, store_id=store_id)
 

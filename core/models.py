@@ -22,10 +22,10 @@ from pydantic import (
 from .context import ContextRule
 from .errors import ErrorCode, ThreadlineError
 
-Sends = Literal["queue", "refuse", "branch", "interrupt"]
-"""What a send does while the head runs: wait for it, be refused `conversation-busy`, go beside it, or
-stop it and continue from its parent (`interrupt`)."""
-SENDS: tuple[Sends, ...] = ("queue", "refuse", "branch", "interrupt")
+Sends = Literal["queue", "refuse", "branch", "interrupt", "steer"]
+"""What a send does while the head runs: wait for it, be refused `conversation-busy`, go beside it,
+stop it and continue from its parent (`interrupt`), or join it at its next step (`steer`)."""
+SENDS: tuple[Sends, ...] = ("queue", "refuse", "branch", "interrupt", "steer")
 OutcomeState = Literal["done", "failed", "stopped", "abandoned", "refused", "waiting"]
 ApproveRule = Literal["changes", "all"] | tuple[str, ...] | None
 """An `approve` rule that can cross the wire: `changes`, `all`, or tool names and approval paths."""
@@ -255,6 +255,8 @@ class TurnOutcome(Model):
     usage: dict[str, int] = {}
     seconds: float | None = None
     error: TurnError | None = None
+    steers: list[str] = []
+    """The request ids of the sends that steered the turn (`sends="steer"`), in the order it took them."""
     flow: FlowResult | None = None
     """When a guided flow answered the send: where the flow stands (`flow_data` once, on completion)."""
     approvals: list[dict[str, Any]] = []
@@ -366,10 +368,10 @@ class OwnedInput(Model):
 
 class BeginResult(Model):
     """`begun` (records appended), `existing` (the request id was already sent), `busy` (the head runs),
-    or `orphans`: nothing placed, because turns the workflow placed run nowhere (`orphans`): it adopts
-    them first."""
+    `steered` (a `steer` entry for the running head `turn` was appended), or `orphans`: nothing placed,
+    because turns the workflow placed run nowhere (`orphans`): it adopts them first."""
 
-    kind: Literal["begun", "existing", "busy", "orphans"]
+    kind: Literal["begun", "existing", "busy", "orphans", "steered"]
     turn: str
     parent: str | None = None
     outcome: TurnOutcome | None = None

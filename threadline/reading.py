@@ -7,7 +7,7 @@ Pure functions of a `Log` and the clock; the Python API, the CLI and the HTTP se
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Self
 
 from core.context import ContextRule
@@ -16,6 +16,7 @@ from core.limits import check_text
 from store.log.rules import expand, turn_tokens
 from store.log.state import ENDED_STATES, Log
 from store.log.state import Turn as LoggedTurn
+from store.log.steers import taken
 from store.log.summary import latest as latest_summary
 from store.log.toolturn import reply_calls
 from store.log.topics import topics
@@ -61,6 +62,9 @@ class Turn:
     steps: list[dict[str, Any]] = field(default_factory=list)
     """Its tool calls and their results, in order: `{"role": "assistant", "calls": [...]}` and
     `{"role": "tool", "id", "name", "output"}`."""
+    steers: list[dict[str, Any]] = field(default_factory=list)
+    """The sends that steered it (`sends="steer"`), in the order it took them: `{"request_id", "inputs",
+    "step", "said"}` (`said`: what a model call the steer cut short had written)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The turn as JSON-able data (the CLI's `--json`)."""
@@ -133,6 +137,7 @@ def to_turn(log: Log, turn: LoggedTurn, now: float) -> Turn:
         approvals=[dict(a) for a in turn.unanswered()] if state == "waiting" else [],
         unfinished=[_unfinished(t) for t in turn.unfinished()] if turn.ended is None else [],
         steps=steps_of(turn),
+        steers=[asdict(s) for s in taken(turn)] if turn.steers else [],
     )
 
 

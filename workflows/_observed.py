@@ -182,6 +182,11 @@ class Observed:
             self._queued.add(send.request_id)
             self._busy(config, send, "queued")
 
+    def steered(self, config: ConversationConfig, send: TurnSend) -> None:
+        """Count a send that joined the running turn (`steer`)."""
+        self._queued.discard(send.request_id)
+        self._busy(config, send, "steered")
+
     def beside(self, config: ConversationConfig, send: TurnSend, running: bool) -> None:
         """Count a send that began its turn while this run drove another one (`branch` or `interrupt`)."""
         self._queued.discard(send.request_id)

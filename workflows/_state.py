@@ -62,6 +62,8 @@ class RunState:
         """Where the topic policy placed a queued send, kept while it waits to be placed."""
         self.tasks: dict[str, asyncio.Task[None]] = {}
         """The turns this run drives, by turn id."""
+        self.steering: dict[str, list[TurnSend]] = {}
+        """The sends that steer each running turn (`sends="steer"`), in the order they were placed."""
         self.background: set[asyncio.Task[None]] = set()
         """Summaries being made after their turns."""
         self.blocked_on: str | None = None
@@ -149,6 +151,23 @@ class RunState:
         """The queue no longer waits for `turn` (it ended, or waits for a person)."""
         if turn is not None and self.blocked_on == turn:
             self.blocked_on = None
+
+    def steer(self, turn: str, send: TurnSend) -> None:
+        """`send` joined the running `turn` (a `steer` entry): it ends when that turn does, or, if the turn
+        never took it, is placed again as a queued send (`settle_steers`)."""
+        self.steering.setdefault(turn, []).append(send)
+
+    def settle_steers(self, outcome: TurnOutcome) -> None:
+        """The turn of `outcome` ended: each steer it took ends with it (the outcome under its own request
+        id); the others go back to the front of the queue, in order, as queued sends after it."""
+        sends = self.steering.pop(outcome.turn or "", [])
+        again = [s for s in sends if s.request_id not in outcome.steers]
+        for send in sends:
+            if send.request_id in outcome.steers:
+                self.finish(outcome.model_copy(update={"request_id": send.request_id}))
+        for send in again:
+            self.begun.pop(send.request_id, None)
+        self.pending[0:0] = [s.model_copy(update={"sends": "queue"}) for s in again]
 
     def running(self, turn: str, task: asyncio.Task[None]) -> None:
         """`task` drives `turn` to its end."""

@@ -47,6 +47,10 @@ with workflow.unsafe.imports_passed_through():
     from ._tools import Acting
 
 
+STEER = "steer"
+"""Runs from before never met a `steered` placing: a send was only ever begun, found or refused."""
+
+
 def _bare(send: TurnSend) -> TurnSend:
     """`send` without its inputs: activities after placing read them from the log, so they need not
     cross history again (they already came with the signal and went to `begin_turn`)."""
@@ -101,6 +105,11 @@ class Turns:
             await self._behind(placed.turn, placed.records)
             return
         self.state.drop_first()
+        if placed.kind == "steered" and workflow.patched(STEER):
+            self.observed.steered(config, send)
+            self.state.steer(placed.turn, send)
+            self.state.place(Begun(request_id=send.request_id, turn=placed.turn, parent=placed.parent))
+            return
         self.observed.placed(placed.turn, placed.parent)
         if placed.kind == "begun":
             self.observed.beside(config, send, running=bool(self.state.tasks))
@@ -158,6 +167,8 @@ class Turns:
             seconds = (workflow.now() - began).total_seconds()
             self.observed.ended(span, self.state.config, send, outcome, seconds=seconds)
         self.state.finish(outcome, new=start is None, inputs=send.inputs)
+        if turn in self.state.steering:
+            self.state.settle_steers(outcome)
         if outcome.state == "done" and (send.context or self.state.config.context).summary is not None:
             self.state.summarising(asyncio.create_task(self._summarise(send, turn)))
 

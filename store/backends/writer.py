@@ -19,6 +19,7 @@ from store.log.turns import (
     Begin,
     Busy,
     Existing,
+    Steered,
     TurnRequest,
     begin_turn,
     done_record,
@@ -69,7 +70,7 @@ class Writer:
         while True:
             log = self.read()
             decided = begin_turn(log, self.program, replace(request, view=self.view), now=self.clock())
-            if isinstance(decided, Busy):
+            if isinstance(decided, Busy | Steered):  # nothing here takes a steer: it waits as a queued send
                 if time.monotonic() > deadline:
                     raise ThreadlineError(ErrorCode.CONVERSATION_BUSY, f"turn {decided.turn} is still running")
                 self.store.wait(self.conversation, log.n, 0.25)

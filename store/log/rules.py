@@ -21,8 +21,8 @@ from .saw import compress as compress
 from .saw import expand as expand
 from .state import Log, Turn
 
-Sends = Literal["queue", "refuse", "branch", "interrupt"]
-SENDS: tuple[Sends, ...] = ("queue", "refuse", "branch", "interrupt")
+Sends = Literal["queue", "refuse", "branch", "interrupt", "steer"]
+SENDS: tuple[Sends, ...] = ("queue", "refuse", "branch", "interrupt", "steer")
 
 
 # ----- where a view continues (4.3)
@@ -59,11 +59,13 @@ def view_head(log: Log, view: View = View()) -> str | None:
 @dataclass(frozen=True, slots=True)
 class Next:
     """Where a turn sent now goes: after `parent`, or it must wait for the running turn `waits`; with
-    `interrupt`, the running turn `stops` is stopped first (a `stop` record in the same append)."""
+    `interrupt`, the running turn `stops` is stopped first (a `stop` record in the same append); with
+    `steer`, it joins the running turn `steers` instead of being a turn of its own."""
 
     parent: str | None = None
     waits: str | None = None
     stops: str | None = None
+    steers: str | None = None
 
     def as_dict(self) -> dict[str, str | None]:
         """`{"waits": id}` or `{"parent": id or None}`, as the conformance cases write it."""
@@ -76,7 +78,7 @@ def parent_for(log: Log, head: str | None, sends: Sends, now: float) -> Next:
     Raises:
         ThreadlineError: `conversation-busy` when the head waits for a person (unless `branch`),
             or runs and `sends` is `refuse`. `interrupt` stops a running head and continues from its
-            parent's nearest done turn, as `branch` would.
+            parent's nearest done turn, as `branch` would; `steer` joins a running head.
     """
     turn = log.turns.get(head) if head is not None else None
     if turn is None:
@@ -93,6 +95,8 @@ def parent_for(log: Log, head: str | None, sends: Sends, now: float) -> Next:
             return Next(waits=head)
         if sends == "interrupt":  # only running here: a waiting head was refused above
             return Next(parent=log.nearest_done(turn.parent, now), stops=head)
+        if sends == "steer":
+            return Next(steers=head)
         if sends == "refuse":
             raise ThreadlineError(
                 ErrorCode.CONVERSATION_BUSY,

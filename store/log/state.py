@@ -44,6 +44,8 @@ class Turn:
     tools: Sequence[Record] = ()
     replies: Sequence[Record] = ()
     calls: Sequence[Record] = ()
+    steers: Sequence[Record] = ()
+    """Its `threadline` entries of kinds `steer` and `steered` (`store.log.steers`), in file order."""
     children: list[str] = field(default_factory=list)
     position: int = 0
     """Its place in `Log.order` (later turns were recorded later)."""
@@ -119,6 +121,7 @@ class Turn:
 
 
 _PER_TURN = {"approval": "answers", "tool": "tools", "reply": "replies", "call": "calls"}
+_STEERS = frozenset({"steer", "steered"})
 
 
 class Expansions(Mapping[str, list[Record]]):
@@ -226,6 +229,8 @@ class Log:
             self.programs.setdefault(record.get("version"), record)  # type: ignore[arg-type]
         elif kind == "entry":
             self.entries.append(record)
+            if turn is not None and record.get("plugin") == "threadline" and record.get("entry") in _STEERS:
+                _add_to(turn, "steers", record)
         elif turn is None:
             return  # about a turn not (yet) recorded: ignored, as functai does
         elif kind == "head":

@@ -18,6 +18,7 @@ from .collected import sections as flow_sections
 from .preamble import sections as setup_sections
 from .rules import Sends, Shown, View, parent_for, shown, view_head
 from .state import Log, Turn
+from .steers import steer_record
 from .summary import latest as latest_summary
 from .summary import section
 
@@ -48,6 +49,16 @@ class Busy:
 
 
 @dataclass(frozen=True, slots=True)
+class Steered:
+    """The head is running (`steer`): append `records` (its `steer` entry) with `expect` to join turn `turn`."""
+
+    turn: str
+    parent: str | None
+    records: list[Record]
+    expect: int
+
+
+@dataclass(frozen=True, slots=True)
 class TurnRequest:
     """What a sender asks for: inputs, and how the turn is placed and shown."""
 
@@ -73,7 +84,7 @@ def check_program(log: Log, program: Program, turn: str | None, earlier_without:
 
 def begin_turn(
     log: Log, program: Program, request: TurnRequest, *, now: float, turn_id: str | None = None
-) -> Begin | Existing | Busy:
+) -> Begin | Existing | Busy | Steered:
     """Decide a new turn: the request-id rule first, then the parent under the `sends` policy.
 
     Raises:
@@ -84,6 +95,11 @@ def begin_turn(
     decided = parent_for(log, view_head(log, request.view), request.sends, now)
     if decided.waits is not None:
         return Busy(decided.waits)
+    if decided.steers is not None:
+        head = log.turns[decided.steers]
+        rid = request.request_id or uuid7()
+        steer = steer_record(head.id, rid, request.inputs, metadata=request.metadata or None, now=now)
+        return Steered(turn=head.id, parent=head.parent, records=[steer], expect=log.n)
     parent = decided.parent
     check_program(log, program, parent, request.earlier_without)
     tid = turn_id or uuid7()

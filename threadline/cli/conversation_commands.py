@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from core.models import SENDS
+
 from . import output
 from .coding import add_code_options, code_options
 from .common import (
@@ -51,7 +53,7 @@ def _add_send(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     send.add_argument("--request-id", metavar="R", help="an idempotency key: the same R is one turn")
     send.add_argument("--from", dest="from_turn", metavar="TURN", help="continue after exactly TURN (a branch)")
     send.add_argument(
-        "--sends", choices=("queue", "refuse", "branch", "interrupt"), default="queue", help="while a turn runs"
+        "--sends", choices=SENDS, default="queue", help="while a turn runs (steer: join it at its next step)"
     )
     send.add_argument("--lm", metavar="MODEL", help="the model for this turn (default THREADLINE_MODEL)")
     add_code_options(send)

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from core.errors import ErrorCode, ThreadlineError
+from core.models import SENDS
 
 from . import output
 from .common import Subcommands, add_conversation, env_settings, message_inputs, open_local
@@ -68,7 +69,7 @@ def _add_add(actions: Subcommands, common: argparse.ArgumentParser) -> None:
     add.add_argument("--end", metavar="TIME", help="no firing after TIME (ISO 8601, with a zone)")
     add.add_argument("--name", metavar="NAME", help="the schedule's name (default: a new UUIDv7)")
     add.add_argument(
-        "--sends", choices=("queue", "refuse", "branch", "interrupt"), default="queue", help="while a turn runs"
+        "--sends", choices=SENDS, default="queue", help="while a turn runs (steer: join it at its next step)"
     )
     add.add_argument("--lm", metavar="MODEL", help="the model of its turns (default THREADLINE_MODEL)")
     add.add_argument("--paused", action="store_true", help="make it paused (`schedule resume` starts it)")

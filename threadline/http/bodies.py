@@ -114,7 +114,8 @@ class TurnRequest(RequestBody):
     continue_from: str | None = None
     """Continue after exactly this turn (a branch when it is not the head)."""
     sends: Sends = "queue"
-    """What to do while another turn runs: wait (`queue`), refuse (409), or go beside it (`branch`)."""
+    """What to do while another turn runs: wait (`queue`), refuse (409), go beside it (`branch`), stop it
+    (`interrupt`), or join it at its next step (`steer`)."""
     lm: str | None = None
     program: str = "tutor"
     context: ContextRequest | None = None
