@@ -39,7 +39,7 @@ from store.programs.program import Program, load_programs
 from store.records import uuid7
 from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 
-from . import closing, embedding, learning
+from . import closing, embedding, learning, purging
 from .acting import LiveTurn
 from .closing import Closing
 from .crossing import Unreached, crossing
@@ -47,6 +47,7 @@ from .guided import FlowMethods
 from .handle import finished
 from .listing import Listing
 from .options import ConversationKeywords, ConversationOptions, SendOptions
+from .purging import Purged
 from .reading import Page, Turn, find_turn, history, to_turn
 from .scheduling import ScheduleMethods
 from .turnstream import Piece, TextWatch, TurnHandle, TurnStream
@@ -411,6 +412,18 @@ class Conversation(FlowMethods, ScheduleMethods):
             ThreadlineError: `conversation-not-found` when there are neither records, a workflow nor schedules.
         """
         return await closing.close(self.delivery, await self._read())
+
+    async def purge(self, *, force: bool = False) -> Purged:
+        """Close the conversation and remove it for good: its records, its turns' streams and call-log
+        lines, from its store; a later read finds nothing, and its id can be used again (a new
+        conversation). The records' contract keeps everything (`close()`); this is the deletion the
+        article's service makes, asked for by name (docs/http.md, *Deleting a conversation*).
+
+        Raises:
+            ThreadlineError: `conversation-running` when a turn runs or waits for a person (`force`
+                stops it and goes on); `conversation-not-found` when there is nothing to remove.
+        """
+        return await purging.purge(self.tl, self.delivery, self.tl.log(self.config.store, self.id), force=force)
 
     def continue_from(self, turn: str | Turn | None) -> Conversation:
         """A handle whose next send continues after exactly `turn` (a branch when it is not the head)."""
