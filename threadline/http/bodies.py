@@ -271,7 +271,7 @@ class Closed(BaseModel):
     schedules: int = 0
     """Its schedules, deleted with it."""
     removed: Removed | None = None
-    """What a purge (`?purge=true`) removed; None when the records are kept."""
+    """What a purge (`?purge=true`) removed; left out when the records are kept."""
     status: str = "deleted"
     """The article's answer; unless purged, the records are kept all the same (`records_kept`)."""
 

@@ -247,7 +247,7 @@ async def get_history(chat: Known, recent: Annotated[int, Query(ge=0, le=100)] =
     )
 
 
-@router.delete("/{conversation_id}", responses={409: {"model": m.ErrorBody}})
+@router.delete("/{conversation_id}", responses={409: {"model": m.ErrorBody}}, response_model_exclude_none=True)
 async def close_conversation(
     chat: Chat, purge: Annotated[bool, Query()] = False, force: Annotated[bool, Query()] = False
 ) -> m.Closed:
