@@ -26,7 +26,10 @@ from store.backends.streams import StreamLog
 from store.records import Record, turn_record
 from tests.support.functai_kit import tutor
 from tests.support.service_kit import send, serving
-from threadline.client import Threadline
+from tests.surfaces.test_cli import threadline, threadline_json
+from tests.surfaces.test_remote_cli import _remote_env  # noqa: F401  # the fixture `remote_env`
+from tests.surfaces.test_store_kinds import OFFLINE
+from threadline.client import Threadline, connect
 from threadline.http import create_app
 from worker import build_worker
 
@@ -166,3 +169,37 @@ async def test_a_log_cached_elsewhere_reads_the_new_conversation_after_a_purge(k
     read = await log.read()
 
     assert ["new-1", "new-2", "new-3"] == sorted(read.turns)
+
+
+async def test_a_memory_conversation_purged_begins_again_in_its_embedded_worker(
+    client: Client, settings: Settings, cid: str
+) -> None:
+    """`connect(embedded=True)`: a purge empties the memory store's conversation, and the embedded worker,
+    which read it before, shows the next turn none of the old ones."""
+    tl = await connect(settings, client=client, embedded=True)
+    try:
+        await tl.conversation("tutor", id=cid)("Hi")
+        await tl.conversation("tutor", id=cid)("Again")
+        purged = await tl.conversation("tutor", id=cid).purge()
+        anew = await tl.conversation("tutor", id=cid)("Anew")
+        turns = await tl.conversation("tutor", id=cid).turns()
+    finally:
+        await tl.close()
+
+    assert purged.records > 0
+    assert OFFLINE.format("Anew", 0) == anew
+    assert ["Anew"] == [t.inputs["message"] for t in turns]
+
+
+async def test_the_cli_purges_through_the_service(remote_env: dict[str, str], cid: str) -> None:
+    """`threadline close ID --purge` over HTTP removes the conversation (records gone, 404 since);
+    `close` alone keeps the records."""
+    await threadline_json(remote_env, "send", cid, "Hi")
+    closed = await threadline_json(remote_env, "close", cid)
+    purged = await threadline_json(remote_env, "close", cid, "--purge")
+    again = await threadline(remote_env, "turns", cid)
+
+    assert (True, False) == (closed["records_kept"], purged["records_kept"])
+    assert purged["removed"]["records"] > 0
+    assert 1 == again.returncode
+    assert "conversation-not-found" in again.stderr
