@@ -14,21 +14,28 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from core.errors import ErrorCode, ThreadlineError
-from store.backends.reader import ConversationLog, Purging, now
+from core.settings import Settings
+from store.backends.opening import StoreSet
+from store.backends.reader import ConversationLog, LogCache, Purging, now
 from store.calls.log import store_call_log
 
 from .closing import Closing, close
 from .delivery import Delivery
 
-if TYPE_CHECKING:
-    from .client import Threadline
-
 ENDED_WAIT_S = 60.0
 """How long a purge waits for the closed run to end before it gives up (`server-unavailable`)."""
 _LIVE = frozenset({"running", "waiting"})
+
+
+class Owner(Protocol):
+    """What a purge uses of the connection (`client.Threadline`): its settings, stores and cached logs."""
+
+    settings: Settings
+    stores: StoreSet
+    logs: LogCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +48,7 @@ class Purged:
     calls: int
 
 
-async def purge(tl: Threadline, delivery: Delivery, log: ConversationLog, *, force: bool = False) -> Purged:
+async def purge(tl: Owner, delivery: Delivery, log: ConversationLog, *, force: bool = False) -> Purged:
     """Close the conversation, wait for its run to end, and remove everything the store keeps of it.
 
     Raises:
@@ -80,7 +87,7 @@ async def _ended(delivery: Delivery) -> None:
         pause = min(pause * 2, 1.0)
 
 
-def _remove_beside(tl: Threadline, name: str, turns: list[str]) -> tuple[int, int]:
+def _remove_beside(tl: Owner, name: str, turns: list[str]) -> tuple[int, int]:
     """Remove the call-log lines and the streams of `turns` in store `name` (blocking); return how many of each."""
     calls = store_call_log(tl.settings, tl.stores, name)
     streams = tl.stores.streams.get(name)
