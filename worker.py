@@ -38,14 +38,11 @@ from core.temporal import connect_temporal
 from store.backends.blobs import open_blobs
 from store.backends.folder import FolderStore
 from store.backends.opening import StoreSet, as_store, migrate_stores
-from store.backends.pgstreams import PostgresStreams
 from store.backends.postgres import PostgresStore
 from store.backends.reader import LogCache, Threaded
-from store.calls.folder import call_folder
 from store.calls.lines import CallLog
-from store.calls.log import call_log
+from store.calls.log import call_log, store_call_log
 from store.calls.metrics import load_metrics
-from store.calls.postgres import PostgresCallLog
 from store.flows.manager import load_flows
 from store.programs.program import load_programs
 from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
@@ -230,13 +227,8 @@ def call_logs(settings: Settings, stores: Mapping[str, object] | StoreSet) -> di
         return {
             name: call_log(store) for name, store in stores.items() if isinstance(store, FolderStore | PostgresStore)
         }
-    return {
-        name: PostgresCallLog(streams)
-        if isinstance(streams, PostgresStreams)
-        else call_folder(settings.call_log_folder(name))
-        for name, streams in stores.streams.items()
-        if name in stores.specs or name in stores.hidden  # a memory store or an object keeps no call log
-    }
+    found = {name: store_call_log(settings, stores, name) for name in stores.streams}
+    return {name: calls for name, calls in found.items() if calls is not None}
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ class ErrorCode(StrEnum):
     CONVERSATION_SIGNATURE = "conversation-signature"
     CONVERSATION_NOT_FOUND = "conversation-not-found"
     CONVERSATION_CLOSED = "conversation-closed"
+    CONVERSATION_RUNNING = "conversation-running"
     CONVERSATION_NESTED = "conversation-nested"
     CONVERSATION_OPAQUE = "conversation-opaque"
     CONVERSATION_CONTENT = "conversation-content"

@@ -53,6 +53,8 @@ from .turnstream import Piece, TextWatch, TurnHandle, TurnStream
 if TYPE_CHECKING:
     from store.backends.pgblobs import PostgresBlobs
 
+    from .purging import Purged
+
 
 async def connect(
     settings: Settings | None = None,
@@ -431,6 +433,20 @@ class Conversation(FlowMethods, ScheduleMethods):
             ThreadlineError: `conversation-not-found` when there are neither records, a workflow nor schedules.
         """
         return await closing.close(self.delivery, await self._read())
+
+    async def purge(self, *, force: bool = False) -> Purged:
+        """Close the conversation and remove it for good: its records, its turns' streams and call-log
+        lines, from its store; a later read finds nothing, and its id can be used again (a new
+        conversation). The records' contract keeps everything (`close()`); this is the deletion the
+        article's service makes, asked for by name (docs/http.md, *Deleting a conversation*).
+
+        Raises:
+            ThreadlineError: `conversation-running` when a turn runs or waits for a person (`force`
+                stops it and goes on); `conversation-not-found` when there is nothing to remove.
+        """
+        from . import purging  # the call log and its stores load only for a purge
+
+        return await purging.purge(self.tl, self.delivery, self.tl.log(self.config.store, self.id), force=force)
 
     def continue_from(self, turn: str | Turn | None) -> Conversation:
         """A handle whose next send continues after exactly `turn` (a branch when it is not the head)."""

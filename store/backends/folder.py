@@ -207,6 +207,25 @@ class FolderStore:
         """Return the ids of the conversations in the folder, sorted."""
         return sorted(p.stem for p in self._dir.glob("*.jsonl"))
 
+    def purge(self, conversation: str) -> int:
+        """Remove `conversation`'s file under its lock; return how many records it held.
+
+        The id can be used again: the next append starts a new file at record 1, and this process's
+        index of the old one is dropped. The empty `<id>.lock` stays, holding nothing: removing it
+        would let a writer already waiting on the old lock and one taking a new lock append at once.
+        """
+        check_id(conversation)
+        with self._locked(conversation):
+            held = self._load(conversation)
+            n = len(held)
+            try:
+                os.unlink(self._dir / f"{conversation}.jsonl")
+            except FileNotFoundError:
+                n = 0
+            with self._guard:
+                self._cache.pop(conversation, None)
+            return n
+
     # ----- files
 
     def _mutex(self, conversation: str) -> threading.Lock:

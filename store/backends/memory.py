@@ -62,6 +62,12 @@ class MemoryStore:
         with self._changed:
             return self._changed.wait_for(lambda: len(self._records.get(conversation, [])) > after, timeout)
 
+    def purge(self, conversation: str) -> int:
+        """Remove `conversation`; return how many records it held (its id can be used again)."""
+        check_id(conversation)
+        with self._changed:
+            return len(self._records.pop(conversation, []))
+
     def conversations(self) -> list[str]:
         """Return the ids of the conversations that hold records, sorted."""
         with self._changed:

@@ -85,6 +85,10 @@ class LazyPostgres:
         """See `AsyncStore.conversations`."""
         return await (await self.opened()).conversations()
 
+    async def purge(self, conversation: str) -> int:
+        """See `reader.Purging.purge`."""
+        return await (await self.opened()).purge(conversation)
+
     async def identity(self) -> str:
         """See `AsyncStore.identity` (one row of the store's schema, written by its first migration)."""
         return await (await self.opened()).identity()

@@ -69,6 +69,9 @@ class Queries:
     identity: bytes
     stream_add: bytes
     stream_read: bytes
+    purge_lock: bytes
+    purge: bytes
+    stream_remove: bytes
 
     @classmethod
     def of(cls, schema: str) -> Queries:
@@ -108,6 +111,17 @@ class Queries:
             ),
             stream_read=_render(
                 "SELECT position, line FROM {s}.streams WHERE turn = %(t)s AND position > %(after)s ORDER BY position",
+                schema,
+            ),
+            stream_remove=_render(
+                "WITH gone AS (DELETE FROM {s}.streams WHERE turn = ANY(%(turns)s::text[]) RETURNING turn) "
+                "SELECT count(DISTINCT turn) FROM gone",
+                schema,
+            ),
+            purge_lock=_render("SELECT length FROM {s}.conversations WHERE id = %(c)s FOR UPDATE", schema),
+            purge=_render(
+                "WITH gone AS (DELETE FROM {s}.records WHERE conversation = %(c)s) "
+                "DELETE FROM {s}.conversations WHERE id = %(c)s",
                 schema,
             ),
         )

@@ -13,7 +13,7 @@ import json
 import queue
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +58,13 @@ class PostgresStreamLog:
             except ValueError:
                 continue
         return events
+
+    def remove(self, turns: Sequence[str]) -> int:
+        """Remove the streams of `turns`; return how many turns had one."""
+        params = {"turns": [check_id(turn) for turn in turns]}
+        with self.store.connection() as conn:
+            row = conn.execute(self.store.queries.stream_remove, params).fetchone()
+        return int(row[0]) if row else 0
 
 
 def add_event(conn: psycopg.Connection[Row], store: PostgresStore, turn: str, line: str) -> None:
@@ -161,6 +168,11 @@ class PostgresStreams:
     def read(self, turn: str, offset: int = 0) -> list[tuple[int, dict[str, Any]]]:
         """See `PostgresStreamLog.read` (blocking: call it from a thread)."""
         return self.opened().read(turn, offset)
+
+    def remove(self, turns: Sequence[str]) -> int:
+        """See `PostgresStreamLog.remove` (events still queued for those turns are written first)."""
+        self.flush()
+        return self.opened().remove(turns)
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Row]]:

@@ -134,6 +134,15 @@ class PostgresStore(StoreBase):
         with self.connection() as conn:
             return [str(row[0]) for row in conn.execute(self._sql.conversations)]
 
+    def purge(self, conversation: str) -> int:
+        """Remove `conversation`'s records and row in one transaction (after any append in progress);
+        return how many records it held. Its id can be used again, from record 1."""
+        check_id(conversation)
+        with self.connection() as conn, conn.transaction():
+            row = conn.execute(self._sql.purge_lock, {"c": conversation}).fetchone()
+            conn.execute(self._sql.purge, {"c": conversation})
+            return int(row[0]) if row else 0
+
     def identity(self) -> str:
         """The store's id: a UUID made once, with its schema."""
         row = self._one(self._sql.identity, {})
@@ -259,6 +268,15 @@ class AsyncPostgresStore(StoreBase):
         with reachable():
             async with self._pool.connection() as conn:
                 return [str(row[0]) for row in await (await conn.execute(self._sql.conversations)).fetchall()]
+
+    async def purge(self, conversation: str) -> int:
+        """See `PostgresStore.purge`."""
+        check_id(conversation)
+        with reachable():
+            async with self._pool.connection() as conn, conn.transaction():
+                row = await (await conn.execute(self._sql.purge_lock, {"c": conversation})).fetchone()
+                await conn.execute(self._sql.purge, {"c": conversation})
+                return int(row[0]) if row else 0
 
     async def identity(self) -> str:
         """The store's id: a UUID made once, with its schema."""

@@ -15,7 +15,7 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import structlog
 
@@ -58,6 +58,16 @@ class AsyncStore(Protocol):
 
     async def identity(self) -> str:
         """The store's identity: made once, kept in the store, the same for every process that opens it."""
+        ...
+
+
+@runtime_checkable
+class Purging(Protocol):
+    """A store that can remove a conversation (docs/http.md, *Deleting a conversation*)."""
+
+    async def purge(self, conversation: str) -> int:
+        """Remove every record of `conversation` (its id can then be used again, from record 1);
+        return how many it held."""
         ...
 
 
@@ -119,6 +129,18 @@ class Threaded:
         """See `AsyncStore.conversations`."""
         return await self._call("read", self.store.conversations)
 
+    async def purge(self, conversation: str) -> int:
+        """See `Purging.purge`: the store's own `purge`.
+
+        Raises:
+            ThreadlineError: `store-kind` for a store object that has none.
+        """
+        purge = getattr(self.store, "purge", None)
+        if purge is None:
+            message = f"a {type(self.store).__name__} cannot remove a conversation: remove it from that store yourself"
+            raise ThreadlineError(ErrorCode.STORE_KIND, message)
+        return await self._call("written", purge, conversation)
+
     async def identity(self) -> str:
         """See `AsyncStore.identity`."""
         from .identity import store_identity  # the PostgreSQL driver only loads where it is used
@@ -150,15 +172,29 @@ class ConversationLog:
         self.log = Log()
         self._reading = asyncio.Lock()
         self._read_at: float | None = None
+        self._last: Record | None = None
+        """The last record applied, as read (what the next read checks the store still holds)."""
 
     async def read(self) -> Log:
         """The log with every record appended until now applied (a long log `READ_BATCH` records at a
-        time, so a cold read of a long conversation never holds all its parsed records at once)."""
+        time, so a cold read of a long conversation never holds all its parsed records at once).
+
+        Each read starts at the last record applied, read again: when it is not the one applied (the
+        conversation was removed, and perhaps begun again under its id by another process), the log
+        is read anew from its first record instead of applying another conversation's records."""
         async with self._reading:
             began = now()
             while True:
-                records = await self.store.read(self.conversation, self.log.n, limit=READ_BATCH)
+                n = self.log.n
+                records = await self.store.read(self.conversation, max(n - 1, 0), limit=READ_BATCH + bool(n))
+                if n:
+                    if not records or records[0] != self._last:
+                        self.log, self._last = Log(), None
+                        continue
+                    records = records[1:]
                 self.log.apply(records, unseen_at=self._read_at)
+                if records:
+                    self._last = records[-1]
                 if len(records) < READ_BATCH:
                     break
                 await asyncio.sleep(0)  # let heartbeats and workflow tasks run between batches
@@ -194,6 +230,8 @@ class ConversationLog:
             if expect is not None and expect == self.log.n and count == expect + len(records):
                 written = [json.loads(encode(dict(record), expect + i + 1)) for i, record in enumerate(records)]
                 self.log.apply(written, unseen_at=began)
+                if written:
+                    self._last = written[-1]
         return count
 
     async def append_if(self, turn: str, build: Callable[[Log, Turn], list[Record] | None]) -> Turn:
@@ -328,10 +366,14 @@ class LogCache:
             kept -= self._logs.popitem(last=False)[1].log.n
         return found
 
+    def forget(self, store: str, conversation: str) -> None:
+        """Drop the log of `conversation` in `store` (removed: its id may begin again)."""
+        self._logs.pop((store, conversation), None)
+
 
 def now() -> float:
     """The wall clock, for lease and state decisions (readers and activities may read it; workflows may not)."""
     return time.time()
 
 
-__all__ = ["AsyncStore", "ConversationLog", "LogCache", "Stores", "Threaded", "now"]
+__all__ = ["AsyncStore", "ConversationLog", "LogCache", "Purging", "Stores", "Threaded", "now"]

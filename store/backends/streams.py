@@ -18,6 +18,7 @@ import json
 import os
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -64,6 +65,10 @@ class Streams(Protocol):
         """Release what the streams hold (blocking)."""
         ...
 
+    def remove(self, turns: Sequence[str]) -> int:
+        """Remove the streams of `turns` (a conversation removed); return how many there were (blocking)."""
+        ...
+
 
 class StreamLog:
     """The streams of one store folder."""
@@ -106,6 +111,17 @@ class StreamLog:
             except ValueError:
                 continue
         return events
+
+    def remove(self, turns: Sequence[str]) -> int:
+        """Remove the stream files of `turns`; return how many there were."""
+        removed = 0
+        for turn in turns:
+            try:
+                self.path(turn).unlink()
+            except FileNotFoundError:
+                continue
+            removed += 1
+        return removed
 
 
 LINGER_S = 0.02

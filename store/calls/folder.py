@@ -18,12 +18,12 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 
 from store.records import Record
 
-from .lines import Logged, first_day, parse
+from .lines import Logged, first_day, is_about, parse
 
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _folders: dict[Path, CallFolder] = {}
@@ -98,6 +98,21 @@ class CallFolder:
         found = parse(_lines(self._files(first_day(call)))).calls
         return next((rec for rec in found if rec.get("id") == call), None)
 
+    def remove(self, calls: Collection[str]) -> int:
+        """Blank the lines about `calls` where they are, in every file of the folder; return how many.
+
+        Each such line is overwritten with as many spaces (every reader, functai's too, skips a
+        blank line), not cut out: a file is appended to by the process that owns it, and a copy
+        put in its place would lose what that process appends meanwhile. Files stay their size.
+        """
+        removed = 0
+        for path in self._files(""):
+            try:
+                removed += _blank(path, calls)
+            except FileNotFoundError:
+                continue  # removed by a pruning since it was listed
+        return removed
+
     def _files(self, first: str) -> list[Path]:
         if not self.folder.is_dir():
             return []
@@ -127,6 +142,27 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def _blank(path: Path, calls: Collection[str]) -> int:
+    """Overwrite the complete lines of `path` about `calls` with spaces; return how many."""
+    data = path.read_bytes()
+    found: list[tuple[int, int]] = []
+    start = 0
+    while (end := data.find(b"\n", start)) >= 0:
+        if end > start and is_about(data[start:end], calls):
+            found.append((start, end))
+        start = end + 1
+    if not found:
+        return 0
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)  # no O_APPEND: pwrite writes where it is told
+    try:
+        for first, end in found:
+            os.pwrite(fd, b" " * (end - first), first)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return len(found)
 
 
 def _lines(files: Sequence[Path]) -> Iterator[bytes]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
@@ -55,6 +55,11 @@ class CallLog(Protocol):
         """The record of call `call` (of its highest writer), or None when the log has none."""
         ...
 
+    def remove(self, calls: Collection[str]) -> int:
+        """Remove the lines about `calls` (call records of those ids or trees, their ratings): the
+        turns of a conversation removed. Return how many lines went."""
+        ...
+
 
 def parse(lines: Iterable[bytes | str], *, since: str = "") -> Logged:
     """The records of `lines` a reader knows, skipping the rest; calls and ratings before `since` too."""
@@ -74,6 +79,19 @@ def parse(lines: Iterable[bytes | str], *, since: str = "") -> Logged:
             out.ratings.append(rec)
     out.calls = latest_writers(out.calls)
     return out
+
+
+def is_about(line: bytes | str, calls: Collection[str]) -> bool:
+    """Whether `line` is a call record of one of `calls` (or of a call in their trees), or a rating of one."""
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return False
+    if not isinstance(rec, dict):
+        return False
+    if "functai_call" in rec:
+        return rec.get("id") in calls or rec.get("root") in calls
+    return "functai_rating" in rec and rec.get("call") in calls
 
 
 def latest_writers(calls: Sequence[Record]) -> list[Record]:

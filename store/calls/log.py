@@ -22,8 +22,11 @@ from typing import Any
 import structlog
 
 from core.errors import ErrorCode, ThreadlineError
+from core.settings import Settings
 from store.backends.base import Store
 from store.backends.folder import FolderStore
+from store.backends.opening import StoreSet
+from store.backends.pgstreams import PostgresStreams
 from store.backends.postgres import PostgresStore
 from store.log.state import Log, Turn
 from store.records import Record
@@ -33,7 +36,17 @@ from .lines import CallLog, Logged
 from .postgres import PostgresCallLog
 from .record import call_line, call_record, has_call
 
-__all__ = ["CallFolder", "CallLog", "Logged", "backfill", "call_log", "find_turn", "turn_call", "write_call"]
+__all__ = [
+    "CallFolder",
+    "CallLog",
+    "Logged",
+    "backfill",
+    "call_log",
+    "find_turn",
+    "store_call_log",
+    "turn_call",
+    "write_call",
+]
 
 CALLS_FOLDER = "calls"
 """The call log's folder inside a folder store's folder."""
@@ -67,6 +80,18 @@ def call_log(where: object, *, folder: str | os.PathLike[str] | None = None) -> 
         return PostgresCallLog(where)
     message = f"a {type(where).__name__} has no call log: give a store or a folder"
     raise ThreadlineError(ErrorCode.STORE_UNKNOWN, message)
+
+
+def store_call_log(settings: Settings, stores: StoreSet, name: str) -> CallLog | None:
+    """The call log of the store named `name` in `stores`: a PostgreSQL store's in its schema (through
+    the pool of its streams), a folder store's in `settings.call_log_folder(name)`; None for a memory
+    store or a store object, which keep none."""
+    streams = stores.streams.get(name)
+    if isinstance(streams, PostgresStreams):
+        return PostgresCallLog(streams)
+    if name in stores.specs or name in stores.hidden:
+        return call_folder(settings.call_log_folder(name))
+    return None
 
 
 def turn_call(log_: Log, conversation: str, turn: str, *, caller: Mapping[str, Any] | None = None) -> Record | None:

@@ -9,7 +9,7 @@ exact text (migration 0003), so a copy in either direction is byte for byte.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -56,6 +56,10 @@ class PostgresCallLog:
         )
         self._read = render("SELECT line FROM {s}.call_log WHERE at >= %(since)s ORDER BY position")
         self._find = render("SELECT line FROM {s}.call_log WHERE call = %(call)s ORDER BY position")
+        self._remove = render(
+            "WITH gone AS (DELETE FROM {s}.call_log WHERE call = ANY(%(calls)s::text[]) RETURNING 1) "
+            "SELECT count(*) FROM gone"
+        )
 
     def __repr__(self) -> str:
         return f"<PostgresCallLog schema={self.store.schema}>"
@@ -90,6 +94,16 @@ class PostgresCallLog:
             rows = conn.execute(self._find, {"call": call}).fetchall()
         found = parse(str(row[0]) for row in rows).calls
         return found[-1] if found else None
+
+    def remove(self, calls: Collection[str]) -> int:
+        """Delete the lines about `calls` (their call records and ratings); return how many.
+
+        Only Threadline writes this table, one call record per turn with the turn's id, so a turn's
+        lines are found by the `call` column alone.
+        """
+        with self.store.connection() as conn:
+            row = conn.execute(self._remove, {"calls": sorted(calls)}).fetchone()
+        return int(row[0]) if row else 0
 
     def lines(self) -> list[bytes]:
         """Every line, in order, as a call-log folder holds it (newline included)."""

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml  # type: ignore[import-untyped]  # schemathesis's dependency; it ships no stubs
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = shutil.which("docker-compose", path=str(Path(sys.executable).parent))
@@ -122,3 +123,33 @@ def test_every_documented_threadline_metric_is_on_the_dashboard_and_every_panel_
     assert {"threadline_busy_sends_total", "threadline_store_append_errors_total"} <= documented
     assert set() == documented - shown
     assert set() == {panel["title"] for panel in dashboard["panels"]} - panels
+
+
+def test_the_alert_rules_load_and_watch_every_store_and_send_metric() -> None:
+    """deploy/prometheus/alerts.yml is a rules file Prometheus loads (`promtool check rules`, where
+    Debian's `prometheus` package installed it; its YAML shape always): every rule is named once, has
+    an expression, a severity and a summary, and the send, stop, run, store and claim-check metrics
+    each have a rule."""
+    path = ROOT / "deploy" / "prometheus" / "alerts.yml"
+    rules = [rule for group in yaml.safe_load(path.read_text())["groups"] for rule in group["rules"]]
+    names = [rule["alert"] for rule in rules]
+    used = {
+        re.sub(r"_(bucket|count|sum)$", "", m) for r in rules for m in re.findall(r"\bthreadline_[a-z_]+", r["expr"])
+    }
+    promtool = shutil.which("promtool")
+    checked = (
+        subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True) if promtool else None
+    )
+
+    assert sorted(set(names)) == sorted(names)
+    assert all(rule["expr"].strip() and rule["annotations"]["summary"] for rule in rules)
+    assert {"page", "ticket"} >= {rule["labels"]["severity"] for rule in rules}
+    assert {
+        "threadline_busy_sends_total",
+        "threadline_stops_total",
+        "threadline_conversation_runs_total",
+        "threadline_store_append_duration_seconds",
+        "threadline_store_append_errors_total",
+        "threadline_claim_checked_bytes_total",
+    } <= used
+    assert checked is None or 0 == checked.returncode, checked.stdout + checked.stderr

@@ -22,6 +22,8 @@ if TYPE_CHECKING:  # imported where used: parsing the command line needs none of
     from core.models import ConversationConfig, TurnOutcome
     from core.settings import Settings
     from threadline.client import Conversation
+    from threadline.closing import Closing
+    from threadline.purging import Purged
     from threadline.reading import Turn
     from threadline.turnstream import Piece
 
@@ -78,6 +80,8 @@ class Chat(Protocol):
     async def history(self) -> dict[str, Any]: ...
     async def stop(self, turn: str | None = None) -> None: ...
     async def head(self, turn: str) -> None: ...
+    async def close(self) -> Closing: ...
+    async def purge(self, *, force: bool = False) -> Purged: ...
 
 
 def env_settings() -> Settings:

@@ -1,4 +1,4 @@
-"""The conversation commands: `send`, `render`, `ask-again`, `turns`, `show`, `history`, `stop` and `head`."""
+"""The conversation commands: `send`, `render`, `ask-again`, `turns`, `show`, `history`, `stop`, `head` and `close`."""
 
 from __future__ import annotations
 
@@ -130,6 +130,21 @@ def _add_acting(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     head.add_argument("turn", metavar="TURN", help="the turn that becomes the head")
     head.set_defaults(run=run_head)
 
+    close = commands.add_parser(
+        "close",
+        parents=[common],
+        help="close a conversation (with --purge, remove it for good)",
+        description="Close conversation ID's workflow: queued sends are answered `conversation-closed`, "
+        "a running turn stops, its schedules are deleted; its records stay and a new send reopens it. "
+        "With --purge it is also removed from its store (records, its turns' streams and call-log "
+        "lines) and the id can be used again; a turn that runs or waits refuses that "
+        "(`conversation-running`) unless --force.",
+    )
+    add_conversation(close)
+    close.add_argument("--purge", action="store_true", help="remove it from its store too")
+    close.add_argument("--force", action="store_true", help="with --purge: stop a running turn first")
+    close.set_defaults(run=run_close)
+
 
 async def run_send(args: argparse.Namespace, out: Output) -> int:
     """Send a turn; print how it ended (or, with `--no-wait`, where it was placed, or that it is queued)."""
@@ -257,4 +272,19 @@ async def run_head(args: argparse.Namespace, out: Output) -> int:
     chat = await open_conversation(args, env_settings())
     await chat.head(args.turn)
     out.emit({"conversation": chat.id, "store": args.store, "head": args.turn}, f"Head of {chat.id}: {args.turn}")
+    return 0
+
+
+async def run_close(args: argparse.Namespace, out: Output) -> int:
+    """Close a conversation, or purge it."""
+    chat = await open_conversation(args, env_settings())
+    if not args.purge:
+        closing = await chat.close()
+        shown = {"conversation": chat.id, "store": args.store, "was_open": closing.was_open, "records_kept": True}
+        out.emit(shown, f"Closed {chat.id}; its records are kept.")
+        return 0
+    purged = await chat.purge(force=args.force)
+    removed = {"records": purged.records, "streams": purged.streams, "calls": purged.calls}
+    shown = {"conversation": chat.id, "store": args.store, "records_kept": False, "removed": removed}
+    out.emit(shown, f"Removed {chat.id}: {purged.records} records, {purged.calls} call-log lines.")
     return 0

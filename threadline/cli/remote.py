@@ -21,6 +21,8 @@ import httpx
 from core.errors import ErrorCode, ThreadlineError
 from core.models import ConversationConfig, Sends, TurnOutcome
 from store.backends.base import check_id
+from threadline.closing import Closing
+from threadline.purging import Purged
 from threadline.reading import Turn
 from threadline.remote import answer_error
 from threadline.turnstream import Piece
@@ -208,8 +210,30 @@ class RemoteConversation:
         """Stop `turn`, or every running and queued turn."""
         await self.service.call("POST", self._path(f"/turns/{turn}/stop" if turn else "/stop"), params=self._query())
 
+    async def close(self) -> Closing:
+        """Close the conversation's workflow; its records stay (`DELETE`)."""
+        return _closing(await self.service.call("DELETE", self._path(), params=self._query()))
+
+    async def purge(self, *, force: bool = False) -> Purged:
+        """Close the conversation and remove it from its store (`DELETE ...?purge=true`)."""
+        params = self._query(purge="true", force="true" if force else "false")
+        found = await self.service.call("DELETE", self._path(), params=params)
+        removed = found.get("removed") or {}
+        counts = {name: int(removed.get(name) or 0) for name in ("records", "streams", "calls")}
+        return Purged(closing=_closing(found), **counts)
+
     async def head(self, turn: str | Turn) -> None:
         """Move the conversation's head to `turn`."""
         tid = turn.id if isinstance(turn, Turn) else turn
         await self.service.call("POST", self._path("/head"), params=self._query(), json={"turn": tid})
         self.continue_after = tid
+
+
+def _closing(found: Mapping[str, Any]) -> Closing:
+    """How a close went, from the service's answer."""
+    return Closing(
+        was_open=bool(found.get("was_open")),
+        forced=bool(found.get("forced")),
+        answered=int(found.get("answered") or 0),
+        schedules=int(found.get("schedules") or 0),
+    )

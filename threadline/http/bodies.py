@@ -250,6 +250,14 @@ class Head(BaseModel):
     head: str
 
 
+class Removed(BaseModel):
+    """What a purge removed from the store: records, turns' streams, call-log lines."""
+
+    records: int
+    streams: int
+    calls: int
+
+
 class Closed(BaseModel):
     """The conversation's workflow is closed; its records stay and a new turn reopens it."""
 
@@ -263,8 +271,10 @@ class Closed(BaseModel):
     """Queued sends answered `conversation-closed`."""
     schedules: int = 0
     """Its schedules, deleted with it."""
+    removed: Removed | None = None
+    """What a purge (`?purge=true`) removed; left out when the records are kept."""
     status: str = "deleted"
-    """The article's answer; the records are kept all the same (`records_kept`)."""
+    """The article's answer; unless purged, the records are kept all the same (`records_kept`)."""
 
 
 class Status(BaseModel):

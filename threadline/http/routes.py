@@ -22,6 +22,7 @@ from core.temporal import workflow_id
 from store.backends.reader import now
 from store.log.state import Log
 from threadline.client import Conversation, Threadline
+from threadline.closing import Closing
 from threadline.delivery import Queued
 from threadline.reading import MAX_PAGE, Turn, history, state_of, to_turn
 from threadline.transcript import DEFAULT_PROGRAM, article_view
@@ -246,14 +247,27 @@ async def get_history(chat: Known, recent: Annotated[int, Query(ge=0, le=100)] =
     )
 
 
-@router.delete("/{conversation_id}")
-async def close_conversation(chat: Chat) -> m.Closed:
+@router.delete("/{conversation_id}", responses={409: {"model": m.ErrorBody}}, response_model_exclude_none=True)
+async def close_conversation(
+    chat: Chat, purge: Annotated[bool, Query()] = False, force: Annotated[bool, Query()] = False
+) -> m.Closed:
     """Close the conversation's workflow: queued sends are answered `conversation-closed` and running
     turns stop (terminated only when no worker runs). Answers the article's `{"status": "deleted"}`: its
-    records are kept all the same (`records_kept`), and a new turn reopens it. Its schedules are deleted."""
-    closing = await chat.close()
+    records are kept all the same (`records_kept`), and a new turn reopens it. Its schedules are deleted.
+
+    With `?purge=true` it is also removed from its store (records, its turns' streams and call-log
+    lines): a later GET answers 404 and the id can be used again. A turn that runs or waits refuses
+    that (409 `conversation-running`) unless `&force=true`, which stops it first."""
+    if not purge:
+        return _closed(chat.id, await chat.close())
+    purged = await chat.purge(force=force)
+    removed = m.Removed(records=purged.records, streams=purged.streams, calls=purged.calls)
+    return _closed(chat.id, purged.closing).model_copy(update={"records_kept": False, "removed": removed})
+
+
+def _closed(conversation: str, closing: Closing) -> m.Closed:
     return m.Closed(
-        conversation=chat.id,
+        conversation=conversation,
         was_open=closing.was_open,
         forced=closing.forced,
         answered=closing.answered,

@@ -12,6 +12,7 @@ STATUS: dict[str, int] = {
     ErrorCode.TURN_UNKNOWN: 404,
     ErrorCode.CONVERSATION_BUSY: 409,
     ErrorCode.CONVERSATION_CLOSED: 409,
+    ErrorCode.CONVERSATION_RUNNING: 409,
     ErrorCode.STORE_CONFLICT: 409,
     ErrorCode.TURN_STATE: 409,
     ErrorCode.TURN_UNFINISHED: 409,
