@@ -27,7 +27,7 @@ from typing import Literal
 import structlog
 from temporalio import activity
 
-from core.deadlines import first_calls
+from core.deadlines import ApprovalDeadline, first_calls
 from core.errors import ErrorCode, ThreadlineError
 from core.models import Ended, HelperMemory, Paused, RunInput, RunResult, Yielded
 from store.backends.reader import ConversationLog, now
@@ -90,6 +90,14 @@ class TurnRun:
         settings = self.conversation.log.turns[self.turn].record.get("settings") or {}
         chosen = first_calls(settings.get("approve"), self.input.send.approve, self.input.config.approve)
         return self.program.approve if chosen is None else check_approve(chosen)
+
+    @property
+    def deadline(self) -> ApprovalDeadline | None:
+        """The deadline of the rule that asks in this turn: the send's, the conversation's, else the program's."""
+        for chosen in (self.input.send.approve, self.input.config.approve, self.program.approve):
+            if chosen is not None:
+                return chosen if isinstance(chosen, ApprovalDeadline) else None
+        return None
 
     @property
     def remembers(self) -> dict[str, HelperMemory]:

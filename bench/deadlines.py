@@ -88,7 +88,7 @@ async def settle(pids: tuple[int, ...], limit: float = 30.0) -> None:
 
 async def one_hour(root: Path, count: int, approve: Any) -> tuple[float, float, int]:
     """Worker and server CPU seconds over a skipped hour of `count` waiting turns, and the reminders given."""
-    root.mkdir(parents=True)
+    root.mkdir(parents=True)  # noqa: ASYNC240 once, before the server starts
     async with await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=find_test_server(), data_converter=data_converter(FolderBlobs(root / "payloads"))
     ) as env:

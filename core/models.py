@@ -457,6 +457,8 @@ class Paused(Model):
     attempt: int = 1
     reason: Literal["waiting", "unfinished"] = "waiting"
     approvals: list[dict[str, Any]] = []
+    deadline: ApprovalDeadline | None = None
+    """The approval deadline of the rule that asked (the send's, the conversation's or the program's)."""
 
 
 RunResult = Annotated[Ended | Yielded | Interrupted | ToolRound | Paused, Field(discriminator="kind")]

@@ -39,12 +39,12 @@ class Deadlines:
         self.waits: dict[str, WaitingTurn] = {}
 
     def begin(self, ref: TurnRef, send: TurnSend, paused: Paused) -> DeadlineClock | None:
-        """The clock of a wait that begins now: carried from the run before, new when the send's (or the
-        conversation's) rule has a deadline, else None (the wait has none)."""
+        """The clock of a wait that begins now: carried from the run before, new when the rule that asked
+        (the send's, the conversation's or the program's) has a deadline, else None (the wait has none)."""
         carried = self.waits.get(ref.turn)
         if carried is not None:
             return carried.clock
-        rule = first_deadline(send.approve, self.state.config.approve)
+        rule = paused.deadline or first_deadline(send.approve, self.state.config.approve)
         if rule is None or not workflow.patched(DEADLINES):
             return None
         placed = self.state.begun.get(send.request_id)

@@ -16,6 +16,7 @@ import pytest_asyncio
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+import threadline
 from core.errors import ErrorCode, ThreadlineError
 from core.models import ConversationState, ConversationStatus
 from core.settings import Settings
@@ -158,6 +159,34 @@ async def test_an_escalated_approval_is_answered_by_its_new_approver(
     assert ("done", ["refund"]) == (approved.state, acting_programs.RUNS[runs:])
     assert [("yes", "boss")] == approvals(timed, cid)
     assert {} == after.deadlines
+
+
+async def test_a_programs_own_deadline_approves_a_question_nobody_answered(
+    skipping: WorkflowEnvironment, timed: Settings, cid: str
+) -> None:
+    """`@threadline.program(approve={"within": 60, "then": "approve"})`: a minute on, the deadline says
+    yes (`by: deadline`), the refund runs once and the turn ends done."""
+    async with build_worker(skipping.client, timed):
+        chat = (await connect(timed, client=skipping.client)).conversation("hurried_shop", id=cid)
+        turn = await waiting_turn(chat, "Refund order 4")
+        runs = len(acting_programs.RUNS)
+        await skipping.sleep(61)
+        approved = await ended(chat, turn.id)
+
+    assert [("yes", "deadline")] == approvals(timed, cid)
+    assert ("done", ["refund"]) == (approved.state, acting_programs.RUNS[runs:])
+
+
+def test_a_program_with_a_wrong_deadline_is_refused_where_it_is_defined() -> None:
+    """The object form is checked with the program: `program-invalid`, naming what is wrong."""
+    with pytest.raises(ThreadlineError) as refused:
+
+        @threadline.program(approve={"within": "soon"})
+        def shop(request: str) -> str:
+            """Help."""
+            raise NotImplementedError
+
+    assert ErrorCode.PROGRAM_INVALID == refused.value.code
 
 
 @pytest.mark.parametrize(
