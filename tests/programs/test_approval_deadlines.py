@@ -15,6 +15,7 @@ import pytest
 import pytest_asyncio
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
 
 import threadline
 from core.errors import ErrorCode, ThreadlineError
@@ -121,6 +122,8 @@ async def test_a_deadline_denies_across_a_worker_restart_and_continue_as_new(
         later = await status_when(handle, lambda s: s.deadlines[turn.id].reminders >= 3)
         await skipping.sleep(30 * 60)
         denied = await ended(chat, turn.id)
+    replayer = Replayer(workflows=[ConversationWorkflow], data_converter=skipping.client.data_converter)
+    await replayer.replay_workflow(await handle.fetch_history())  # the continued run: reminders, the denial
 
     assert first != second.run_id
     assert [turn.id] == [w.turn for w in state.waiting]
@@ -152,6 +155,8 @@ async def test_an_escalated_approval_is_answered_by_its_new_approver(
         approved = await turn.approve(by="boss")
         await skipping.sleep(2 * 3600)
         after = await handle.query("status", result_type=ConversationStatus)
+    replayer = Replayer(workflows=[ConversationWorkflow], data_converter=skipping.client.data_converter)
+    await replayer.replay_workflow(await handle.fetch_history())
 
     assert (None, ("boss",)) == (before.deadlines[turn.id].approvers, escalated.deadlines[turn.id].approvers)
     assert ErrorCode.FORBIDDEN == refused.value.code
