@@ -44,6 +44,8 @@ class Deadlines:
         carried = self.waits.get(ref.turn)
         if carried is not None:
             return carried.clock
+        if paused.reason != "waiting":  # a tool to settle by hand: no question for a deadline to answer
+            return None
         rule = paused.deadline or first_deadline(send.approve, self.state.config.approve)
         if rule is None or not workflow.patched(DEADLINES):
             return None
