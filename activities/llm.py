@@ -16,7 +16,7 @@ from temporalio import activity
 from core.again_models import AskAgainInput, AskedAgain
 from core.errors import ThreadlineError
 from core.limits import check_turn
-from core.models import BeginInput, PrepareResult, RenderResult, RunInput, RunResult
+from core.models import BeginInput, Paused, PrepareResult, RenderResult, RunInput, RunResult
 from core.temporal import coded
 from store.backends.reader import LogCache, now
 from store.backends.streams import Streams
@@ -84,11 +84,14 @@ class LLMActivities:
         run.on_end = functools.partial(self.calls.ended, config.store, conversation)
         try:
             provider, name = self.providers.resolve(lm)
-            return await run.execute(provider, model=lm, name=name)
+            result = await run.execute(provider, model=lm, name=name)
         except ThreadlineError as err:
             if err.retryable:
                 raise
             return await run.fail(err)
+        if isinstance(result, Paused) and result.reason == "waiting" and run.deadline is not None:
+            return result.model_copy(update={"deadline": run.deadline})  # the workflow keeps its clock
+        return result
 
     @activity.defn(name="prepare_turn")
     @coded

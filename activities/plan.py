@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.context import ContextRule
+from core.deadlines import first_calls
 from core.models import ConversationConfig, TurnSend
 from store.log.rules import Shown, View, shown
 from store.log.state import Log
@@ -45,7 +46,7 @@ def view_of(send: TurnSend) -> View:
 
 def turn_request(config: ConversationConfig, send: TurnSend, inputs: Mapping[str, Any]) -> TurnRequest:
     """How `send` asks to be placed: its validated `inputs`, view, policy and rules."""
-    lm, approve = send.lm or config.lm, send.approve if send.approve is not None else config.approve
+    lm, approve = send.lm or config.lm, first_calls(send.approve, config.approve)
     settings: dict[str, Any] = {"lm": lm} if lm else {}
     if approve is not None:  # recorded with the turn, so a resume anywhere asks about the same calls
         settings["approve"] = approve if isinstance(approve, str) else list(approve)

@@ -27,6 +27,7 @@ from typing import Literal
 import structlog
 from temporalio import activity
 
+from core.deadlines import ApprovalDeadline, first_calls
 from core.errors import ErrorCode, ThreadlineError
 from core.models import Ended, HelperMemory, Paused, RunInput, RunResult, Yielded
 from store.backends.reader import ConversationLog, now
@@ -92,10 +93,16 @@ class TurnRun:
     def approve(self) -> Approve:
         """The `approve` rule of this turn: its own (recorded), the send's, the conversation's, else the program's."""
         settings = self.conversation.log.turns[self.turn].record.get("settings") or {}
-        for chosen in (settings.get("approve"), self.input.send.approve, self.input.config.approve):
+        chosen = first_calls(settings.get("approve"), self.input.send.approve, self.input.config.approve)
+        return self.program.approve if chosen is None else check_approve(chosen)
+
+    @property
+    def deadline(self) -> ApprovalDeadline | None:
+        """The deadline of the rule that asks in this turn: the send's, the conversation's, else the program's."""
+        for chosen in (self.input.send.approve, self.input.config.approve, self.program.approve):
             if chosen is not None:
-                return check_approve(chosen)
-        return self.program.approve
+                return chosen if isinstance(chosen, ApprovalDeadline) else None
+        return None
 
     @property
     def remembers(self) -> dict[str, HelperMemory]:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .context import ContextRule
+from .deadlines import ApprovalDeadline, Escalation
 from .errors import ErrorCode, ThreadlineError
 from .models import MAX_REQUEST_ID, ApproveRule, ConversationConfig, TurnSend
 
@@ -80,8 +81,14 @@ def check_send(send: TurnSend) -> None:
 
 
 def check_approve(rule: ApproveRule | list[str]) -> None:
-    """An `approve` rule's tool names and paths."""
-    if isinstance(rule, tuple | list):
+    """An `approve` rule's tool names and paths, and the approvers its deadline escalates to."""
+    if isinstance(rule, ApprovalDeadline):
+        check_approve(rule.calls)
+        then = rule.then
+        while isinstance(then, Escalation):
+            check_names(then.escalate, "approver")
+            then = then.then
+    elif isinstance(rule, tuple | list):
         check_names(rule, "tool name")
 
 

@@ -20,15 +20,15 @@ from pydantic import (
 )
 
 from .context import ContextRule
+from .deadlines import ApprovalDeadline, DeadlineClock
 from .errors import ErrorCode, ThreadlineError
+from .sends import SENDS as SENDS
+from .sends import Sends as Sends
 
-Sends = Literal["queue", "refuse", "branch", "interrupt", "steer"]
-"""What a send does while the head runs: wait for it, be refused `conversation-busy`, go beside it,
-stop it and continue from its parent (`interrupt`), or join it at its next step (`steer`)."""
-SENDS: tuple[Sends, ...] = ("queue", "refuse", "branch", "interrupt", "steer")
 OutcomeState = Literal["done", "failed", "stopped", "abandoned", "refused", "waiting"]
-ApproveRule = Literal["changes", "all"] | tuple[str, ...] | None
-"""An `approve` rule that can cross the wire: `changes`, `all`, or tool names and approval paths."""
+ApproveRule = Literal["changes", "all"] | tuple[str, ...] | ApprovalDeadline | None
+"""An `approve` rule that can cross the wire: `changes`, `all`, tool names and approval paths, or
+one of them with a deadline (`core.deadlines.ApprovalDeadline`)."""
 
 
 MAX_INPUT_BYTES = 1 << 20
@@ -307,6 +307,23 @@ class ConversationState(BaseModel):
     pending: list[TurnSend] = []
     outcomes: list[TurnOutcome] = []
     turns: int = 0
+    waiting: list[WaitingTurn] = []
+    """Turns waiting for a person under a deadline when the run continued as new: the next run waits
+    on with the same clock."""
+
+
+class WaitingTurn(BaseModel):
+    """A turn that waits for a person under a deadline, as continue-as-new carries it."""
+
+    model_config = ConfigDict(extra="ignore", use_attribute_docstrings=True)
+
+    turn: str
+    request_id: str
+    parent: str | None = None
+    program: str | None = None
+    attempt: int = 1
+    approvals: list[dict[str, Any]] = []
+    clock: DeadlineClock
 
 
 ConversationInput = ConversationState
@@ -326,6 +343,9 @@ class ConversationStatus(Model):
     summarising: int = 0
     """Summaries being made in the background after a turn."""
     last: TurnOutcome | None = None
+    deadlines: dict[str, DeadlineClock] = {}
+    """The approval deadlines of the turns waiting for a person, by turn: when each is due, who may
+    answer, and how many reminders were given."""
 
 
 # ----- activities
@@ -450,6 +470,8 @@ class Paused(Model):
     attempt: int = 1
     reason: Literal["waiting", "unfinished"] = "waiting"
     approvals: list[dict[str, Any]] = []
+    deadline: ApprovalDeadline | None = None
+    """The approval deadline of the rule that asked (the send's, the conversation's or the program's)."""
 
 
 RunResult = Annotated[Ended | Yielded | Interrupted | ToolRound | Paused, Field(discriminator="kind")]

@@ -11,11 +11,13 @@ and travels inside as itself, so the keywords are spelt out in one place.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
 from core.context import ContextRule
+from core.deadlines import parse_approve
 from core.errors import ErrorCode, ThreadlineError
 from core.models import MAX_REQUEST_ID, ApproveRule, ConversationConfig, Sends
 from core.settings import Settings
@@ -23,9 +25,11 @@ from core.settings import Settings
 from .coding import remembers_of
 
 
-def approve_rule(approve: ApproveRule | list[str]) -> ApproveRule:
-    """An `approve` rule as it crosses the wire (a list of names becomes a tuple)."""
-    return tuple(approve) if isinstance(approve, list) else approve
+def approve_rule(approve: ApproveRule | list[str] | Mapping[str, Any]) -> ApproveRule:
+    """An `approve` rule as it crosses the wire (a list of names becomes a tuple; the object form with a
+    deadline is checked, `invalid-request` when it is wrong)."""
+    parsed = parse_approve(dict(approve) if isinstance(approve, Mapping) else approve)
+    return tuple(parsed) if isinstance(parsed, list) else typing.cast(ApproveRule, parsed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +40,7 @@ class SendOptions:
     """The send's idempotency key: the same one again is the same turn (None: a new UUIDv7)."""
     lm: str | None = None
     """This turn's model (None: the conversation's)."""
-    approve: ApproveRule | list[str] = None
+    approve: ApproveRule | list[str] | Mapping[str, Any] = None
     """This turn's `approve` rule (None: the conversation's)."""
     metadata: Mapping[str, Any] | None = None
     """The message's own metadata, kept with its turn and returned with the message."""
@@ -57,7 +61,7 @@ class ConversationKeywords(TypedDict, total=False):
     context: ContextRule | Mapping[str, Any] | None
     lm: str | None
     idle_timeout_s: float | None
-    approve: ApproveRule | list[str]
+    approve: ApproveRule | list[str] | Mapping[str, Any]
     approval_timeout_s: float | None
     waiting_check_s: float | None
     remembers: Mapping[Any, Any] | None
@@ -80,9 +84,10 @@ class ConversationOptions:
     """The model (None: the worker's `THREADLINE_MODEL`)."""
     idle_timeout_s: float | None = None
     """The workflow closes after this long without a send (None: `THREADLINE_IDLE_TIMEOUT_S`)."""
-    approve: ApproveRule | list[str] = None
+    approve: ApproveRule | list[str] | Mapping[str, Any] = None
     """The tool calls a person is asked about first (`"changes"`, `"all"`, tool names and paths; None:
-    the program's rule)."""
+    the program's rule), or the object form with a deadline (`{"calls": ..., "within": "PT1H", "then":
+    "deny"}`, docs/programs.md)."""
     approval_timeout_s: float | None = None
     """A turn nobody answers within this is abandoned (None: it waits as long as it takes)."""
     waiting_check_s: float | None = None

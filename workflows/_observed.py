@@ -36,7 +36,7 @@ RUNS = "threadline_conversation_runs"
 RUNS_HELP = "Conversation runs that started or ended on workers (open now: started minus ended)."
 
 
-WAITS_HELP = "Turns that began or ended waiting for a person."
+WAITS_HELP = "Turns that began or ended waiting for a person, and what their approval deadlines did."
 
 
 @contextmanager
@@ -69,6 +69,11 @@ def _wait_ended(meter: Any, program: str, began: Any, span: Any) -> None:
     )
     if span is not None:
         span.end()
+
+
+def deadline_event(program: str, event: str) -> None:
+    """Count what an approval deadline did to a waiting turn: `reminded`, `escalated`, `denied` or `approved`."""
+    workflow.metric_meter().create_counter(WAITS, WAITS_HELP).add(1, {"program": program, "event": event})
 
 
 def run_began() -> None:

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         StopSend,
         TurnOutcome,
         TurnSend,
+        WaitingTurn,
     )
     from core.temporal import to_failure
 
@@ -244,10 +245,14 @@ class RunState:
             last=self.last,
         )
 
-    def carried(self) -> ConversationState:
-        """What continue-as-new carries: the queue, the recent outcomes without outputs, the counter."""
-        recent = [slim(o) for o in list(self.outcomes.values())[-CARRIED_OUTCOMES:]]
-        return ConversationState(config=self.config, pending=list(self.pending), outcomes=recent, turns=self.turns)
+    def carried(self, *, waiting: list[WaitingTurn] | None = None) -> ConversationState:
+        """What continue-as-new carries: the queue, the recent outcomes without outputs, the counter, and
+        the turns waiting on a deadline (their waiting outcomes stay with them)."""
+        held = {w.request_id for w in waiting or ()}
+        recent = [slim(o) for o in list(self.outcomes.values())[-CARRIED_OUTCOMES:] if o.request_id not in held]
+        return ConversationState(
+            config=self.config, pending=list(self.pending), outcomes=recent, turns=self.turns, waiting=waiting or []
+        )
 
     # ----- answering the updates
 

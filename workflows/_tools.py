@@ -31,11 +31,13 @@ with workflow.unsafe.imports_passed_through():
         TurnOutcome,
         TurnRef,
         TurnSend,
+        WaitingTurn,
     )
     from core.temporal import from_failure, to_failure
     from core.toolmodels import ActResult, ToolInput, TurnAction, WaitCheck
 
     from . import _calls
+    from ._deadlines import Deadlines
     from ._observed import waiting
     from ._state import RunState
 
@@ -57,6 +59,9 @@ class Acting:
         self.wakes: dict[str, int] = {}
         self.claimed: dict[str, int] = {}
         """Turns claimed again by a resume by hand, with the attempt that goes on."""
+        self.deadlines = Deadlines(state)
+        self.parked: set[str] = set()
+        """The waiting turns sitting on their timers now (no activity of theirs runs)."""
 
     def wake(self, turn: str) -> None:
         """Make a waiting turn look at the log now (something was answered, resumed or stopped)."""
@@ -103,9 +108,12 @@ class Acting:
         self.state.unblock(turn)  # a send queued behind it is refused now (docs/format-1.md 4.4)
         try:
             with waiting(self.state.config, turn, program):
+                if self.deadlines.begin(ref, send, paused) is not None:
+                    return await self._until_due(ref, send, paused)
                 return await self._until_moved(ref, send, paused)
         finally:
             self.held.pop(turn, None)
+            self.deadlines.end(turn)
             self.state.unnote(send.request_id)
 
     async def _until_moved(self, ref: TurnRef, send: TurnSend, paused: Paused) -> RunResult:
@@ -128,6 +136,54 @@ class Acting:
                 return result
             paused = result
 
+    async def _until_due(self, ref: TurnRef, send: TurnSend, paused: Paused) -> RunResult:
+        """`_until_moved` under an approval deadline: the clock's reminders and deadline come due between
+        the looks at the log, and an answer the deadline records is looked at at once."""
+        turn, config, program = ref.turn, self.state.config, send.program or self.state.config.program
+        expiry = workflow.now() + timedelta(seconds=config.approval_timeout_s) if config.approval_timeout_s else None
+        pause = timedelta(seconds=config.waiting_check_s)
+        look_at = workflow.now() + pause
+        woken = turn in self.wakes
+        while True:
+            if not woken:
+                due = [t for t in (look_at, expiry, self.deadlines.waits[turn].clock.next_at()) if t is not None]
+                woken = await self._woken(turn, max(min(due) - workflow.now(), timedelta(0)))
+            if turn in self.claimed:
+                return Interrupted(attempt=self.claimed.pop(turn))
+            now = workflow.now()
+            answered = not woken and await self.deadlines.fire(ref, program)
+            if not (woken or answered) and now < look_at and (expiry is None or now < expiry):
+                continue  # a reminder or an escalation: nothing to read in the log
+            if now >= look_at:
+                pause = min(pause * 2, LONGEST_CHECK)
+                look_at = now + pause
+            woken = False
+            result = await self._look(ref, send.request_id, paused.attempt, expiry is not None and now >= expiry)
+            if turn in self.claimed:
+                return Interrupted(attempt=self.claimed.pop(turn))
+            if not isinstance(result, Paused):
+                return result
+            paused = result
+            self.deadlines.paused(turn, paused)
+
+    def carried(self) -> list[WaitingTurn]:
+        """The waits continue-as-new carries: every wait parked under a deadline."""
+        return self.deadlines.carried(self.parked)
+
+    def only_parked(self) -> bool:
+        """Whether every turn of the run is a wait under a deadline, parked on its timer (the run may
+        continue as new carrying them)."""
+        tasks = set(self.state.tasks)
+        return bool(tasks) and tasks <= (self.parked & set(self.deadlines.waits))
+
+    def restore(self, waiting: list[WaitingTurn]) -> None:
+        """Wait on, in this run, for the turns the run before carried (each with its clock)."""
+        self.deadlines.restore(waiting)
+        for wait in waiting:
+            send = TurnSend(request_id=wait.request_id, inputs={}, program=wait.program)
+            self.state.place(Begun(request_id=wait.request_id, turn=wait.turn, parent=wait.parent, existing=True))
+            self._start(send, wait.turn, Paused(attempt=wait.attempt, approvals=wait.approvals))
+
     async def _look(self, ref: TurnRef, request_id: str, attempt: int, expired: bool) -> RunResult:
         """Read how the waiting turn stands (a local activity: no worker is held between looks)."""
         check = WaitCheck(
@@ -144,12 +200,15 @@ class Acting:
     async def _woken(self, turn: str, within: timedelta) -> bool:
         """Wait until `turn` is woken (True) or `within` passes (False): a durable timer, no worker."""
         seen = self.wakes.get(turn, 0)
+        self.parked.add(turn)
         try:
             await workflow.wait_condition(
                 lambda: self.wakes.get(turn, 0) != seen, timeout=within, timeout_summary="waiting for a person"
             )
         except TimeoutError:
             return False
+        finally:
+            self.parked.discard(turn)
         return True
 
     def _note(self, send: TurnSend, ref: TurnRef, paused: Paused) -> None:
@@ -171,6 +230,7 @@ class Acting:
         action = self._scoped(action)
         turn = action.turn
         if action.kind in ("approve", "deny"):
+            self.deadlines.check_answer(turn, action.by)
             result = await _calls.quick(WaitingActivities.answer_turn, action, summary=f"{action.kind} turn")
             self.wake(turn)
             if result.pending or not action.resume:

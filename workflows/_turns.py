@@ -166,7 +166,8 @@ class Turns:
                 outcome = TurnOutcome(request_id=send.request_id, turn=turn, state="failed", error=_error(err))
             seconds = (workflow.now() - began).total_seconds()
             self.observed.ended(span, self.state.config, send, outcome, seconds=seconds)
-        self.state.finish(outcome, new=start is None, inputs=send.inputs)
+        # a wait carried from the run before (`Paused`) is a turn this conversation placed and never counted
+        self.state.finish(outcome, new=start is None or isinstance(start, Paused), inputs=send.inputs)
         if turn in self.state.steering:
             self.state.settle_steers(outcome)
         if outcome.state == "done" and (send.context or self.state.config.context).summary is not None:

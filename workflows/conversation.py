@@ -143,7 +143,9 @@ class ConversationWorkflow:
     @workflow.query(name="status")
     def status(self) -> ConversationStatus:
         """What the conversation is doing now."""
-        return self.state.status()
+        status = self.state.status()
+        clocks = self.turns.acting.deadlines.clocks()
+        return status.model_copy(update={"deadlines": clocks}) if clocks else status
 
     @workflow.run
     async def run(self, input: ConversationState) -> str:
@@ -153,6 +155,7 @@ class ConversationWorkflow:
             self.upkeep = Upkeep(config)
         upkeep = self.upkeep
         run_began()
+        self.turns.acting.restore(input.waiting)  # turns the run before left waiting on a deadline
         await self.turns.orphans.look()  # turns a lost task of an earlier run placed
         await self.guided.begin()
         upkeep.restart_clock(self._quiet)
@@ -172,10 +175,10 @@ class ConversationWorkflow:
                 await self.guided.fire()
             elif self.turns.ready():
                 await self.admission.admit(self.state.pending[0])
-            elif self._time_to_continue() and await self._drained():
+            elif self._time_to_continue() and await self._drained(waits=True):
                 upkeep.publish(self.state.attributes(), force=True)
                 run_ended()
-                workflow.continue_as_new(self.state.carried())
+                workflow.continue_as_new(self.state.carried(waiting=self.turns.acting.carried()))
 
     def _wakes(self) -> bool:
         idle = self._idle()
@@ -204,11 +207,17 @@ class ConversationWorkflow:
         return bool(self.state.stops or self.guided.due) or self.turns.ready() or self._time_to_continue()
 
     def _time_to_continue(self) -> bool:
-        return self._idle() and self.state.run_full()  # never leave a turn, a send or a summary behind
+        # never leave a turn, a send or a summary behind; turns waiting on a deadline are carried
+        return (self._idle() or self._waits_only()) and self.state.run_full()
 
-    async def _drained(self) -> bool:
+    def _waits_only(self) -> bool:
+        """Nothing runs but turns waiting under a deadline, parked on their timers (they can be carried)."""
+        quiet = not (self.state.pending or self.state.stops or self.state.background)
+        return quiet and self.merges.idle() and self.turns.acting.only_parked()
+
+    async def _drained(self, *, waits: bool = False) -> bool:
         await self.upkeep.drained(arrived=lambda: bool(self.state.pending or self.state.stops))
-        return self._idle()
+        return self._idle() or (waits and self._waits_only())
 
 
 def _check_known(known: bool, request_id: str) -> None:

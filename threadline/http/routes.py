@@ -14,6 +14,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Depends, Header, Query, Request, Response, Security
 from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPBearer
+from pydantic import BaseModel
 
 from activities.plan import rule_of
 from core.errors import ErrorCode, ThreadlineError
@@ -141,12 +142,13 @@ def _code_settings(body: m.TurnRequest) -> dict[str, Any]:
 
 async def _send(how: Callable[..., Awaitable[T]], body: m.TurnRequest) -> T:
     """`how` (a conversation's `send` or `deliver`) with the body's message or inputs."""
+    approve = body.approve.model_dump(exclude_none=True) if isinstance(body.approve, BaseModel) else body.approve
     if body.message is not None:
-        return await how(body.message, request_id=body.request_id, lm=body.lm, approve=body.approve)
+        return await how(body.message, request_id=body.request_id, lm=body.lm, approve=approve)
     inputs = body.inputs or {}
     if clash := sorted(_RESERVED_INPUTS & inputs.keys()):
         raise ThreadlineError(ErrorCode.INPUTS_INVALID, f"inputs named {', '.join(clash)} cannot be sent over HTTP")
-    return await how(request_id=body.request_id, lm=body.lm, approve=body.approve, **inputs)
+    return await how(request_id=body.request_id, lm=body.lm, approve=approve, **inputs)
 
 
 @router.get("/{conversation_id}")
