@@ -150,12 +150,19 @@ class RemoteConversation:
         return RemoteConversation(self.service, self.config, turn)
 
     async def send(
-        self, *args: Any, request_id: str | None = None, lm: str | None = None, **inputs: Any
+        self,
+        *args: Any,
+        request_id: str | None = None,
+        lm: str | None = None,
+        approve: Any = None,
+        **inputs: Any,
     ) -> RemotePlaced:
-        """Send a turn; return once it is placed."""
+        """Send a turn; return once it is placed (`approve`: the send's rule, as the HTTP body takes it)."""
         if args:
             raise ThreadlineError(ErrorCode.INPUTS_INVALID, "name the inputs of a turn sent through the service")
         body = {"inputs": inputs, "request_id": request_id, "lm": lm, **self._choices()}
+        if approve is not None:
+            body["approve"] = approve
         placed = await self.service.call("POST", self._path("/turns"), params=self._query(), json=body)
         self._sent[placed["request_id"]] = body
         return RemotePlaced(placed["turn"], placed["parent"], placed["request_id"], self)
