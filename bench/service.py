@@ -28,13 +28,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import collections
 import os
 import platform
 import random
+import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,8 +82,6 @@ def zipf(count: int, rng: random.Random) -> Callable[[], int]:
     total = cumulative[-1]
 
     def draw() -> int:
-        import bisect
-
         return ranks[bisect.bisect_left(cumulative, rng.random() * total)]
 
     return draw
@@ -276,13 +276,14 @@ def chart(runs: dict[str, Run], seconds: float) -> Chart:
     )
 
 
-def main() -> None:
+def main(argv: Sequence[str] = ()) -> list[Row]:
+    """Run the benchmark (`argv`: its flags; none under `python -m bench`), print the table; its rows."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--conversations", type=int, default=5000)
     parser.add_argument("--cache", type=int, default=500)
     parser.add_argument("--minutes", type=float, default=5.0)
     parser.add_argument("--load", type=float, default=0.7)
-    args = parser.parse_args()
+    args = parser.parse_args(list(argv))
     quiet_logs()
     import temporalio
 
@@ -299,8 +300,9 @@ def main() -> None:
         print(f"  chart: {path.relative_to(CHARTS.parent.parent)}")
     elapsed = time.perf_counter() - started_at
     print_table(rows, f"Results ({os.cpu_count()} CPUs, {elapsed:.0f} s; ratio = threadline / best bare)")
+    return rows
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
     exit_now()
