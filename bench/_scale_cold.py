@@ -156,13 +156,13 @@ async def run() -> Section:
             tag = uuid.uuid4().hex[:6]
             worker = WorkerProcess(settings, root / "worker-0.log")
             try:
-                await asyncio.to_thread(worker.wait_ready)
+                await asyncio.to_thread(worker.wait_ready, 90.0)
                 colds = await build(tl, tag)
             finally:
                 await asyncio.to_thread(worker.stop)
             worker = WorkerProcess(settings, root / "worker-1.log", env=worker_env(1))
             try:
-                await asyncio.to_thread(worker.wait_ready)
+                await asyncio.to_thread(worker.wait_ready, 90.0)
                 await measure(tl, colds, tag)
             finally:
                 await asyncio.to_thread(worker.stop)

@@ -203,8 +203,8 @@ CLAIM_CHECK_THRESHOLD = 8 * 1024
 
 Where history is at risk: a turn's message crosses history once (the send) and its answer twice
 (the turn's result, the send's outcome), so a turn whose message and answer are both just under
-8 KB adds at most about 29 KB, and a run of 100 turns (a run's share before it continues as new)
-stays under 3 MB: below the 4 MB at which Temporal suggests continuing as new, far from its 50 MB
+8 KB adds at most about 29 KB, and a run of 100 turns (ten times a run's default share before it
+continues as new) stays under 3 MB: below the 4 MB at which Temporal suggests continuing as new, far from its 50 MB
 limit and its 2 MB limit per payload. Below it, an ordinary long message or answer (a few KB)
 stays in history, readable in the UI and by any SDK without the codec endpoint."""
 
