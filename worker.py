@@ -16,7 +16,9 @@ from typing import Any
 
 import structlog
 from temporalio.client import Client, WorkflowHistory
+from temporalio.converter import DataConverter
 from temporalio.worker import Plugin, Replayer, ReplayerConfig, Worker, WorkerConfig, WorkflowReplayResult
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.calls import CallWriter
 from activities.conversations import ConversationActivities
@@ -34,7 +36,7 @@ from activities.transcript import TranscriptActivities
 from activities.waiting import WaitingActivities
 from core import logs, telemetry
 from core.settings import Settings
-from core.temporal import connect_temporal
+from core.temporal import ContextFreeRunner, connect_temporal, context_free
 from store.backends.blobs import open_blobs
 from store.backends.folder import FolderStore
 from store.backends.opening import StoreSet, as_store, migrate_stores
@@ -114,7 +116,25 @@ def build_worker(
         sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
         graceful_shutdown_timeout=timedelta(seconds=5),
         plugins=plugins,
+        workflow_runner=workflow_runner(client.data_converter),
     )
+
+
+PASSED_THROUGH = SandboxRestrictions.default.with_passthrough_modules("workflows")
+"""The sandbox's restrictions, with the workflow modules themselves passed through (imported once per
+process). Everything they import already is (`imports_passed_through`); the sandbox otherwise runs the
+module of a workflow class again for every new workflow instance: for `workflows/conversation.py`,
+about 20 ms of CPU and a copy of the module kept per cached conversation, paid by every new run and
+every replay (a cold turn)."""
+
+
+def workflow_runner(converter: DataConverter) -> SandboxedWorkflowRunner:
+    """The workflow sandbox every worker and replayer runs conversations in: the workflow modules
+    passed through, and with a converter that reads no serialization context, a payload's context
+    answered outside the sandbox (`ContextFreeRunner`)."""
+    if context_free(converter):
+        return ContextFreeRunner(restrictions=PASSED_THROUGH)
+    return SandboxedWorkflowRunner(restrictions=PASSED_THROUGH)
 
 
 def observed(providers: Mapping[str, Provider]) -> dict[str, Provider]:

@@ -2,14 +2,15 @@
 
     python -m bench._coldprofile [TURNS]     (bench/profiles/cold-turn.txt keeps one run)
 
-Two conversations take `TURNS` turns each (99 by default: a workflow run then holds 99 turns,
-the most a run holds before it continues as new) through a worker process, with the offline
-model. Once the timer that writes their search attributes after a burst of turns has fired (so
-nothing replays them before their next turn), the worker is stopped, a new one started and
-warmed with one turn of a new conversation. The first conversation's next turn, a cold one, is
-timed; then py-spy samples the new worker (`record --format raw`, 500 Hz, active
-threads only) while the second takes its cold turn; then a warm turn is timed. Printed: the
-latencies, and the sampled cold turn's CPU by function (inclusive and self).
+Two conversations take `TURNS` turns each (by default one fewer than `THREADLINE_TURNS_PER_RUN`'s
+default: a workflow run then holds the most turns a run holds before it continues as new) through
+a worker process, with the offline model. Once the timer that writes their search attributes
+after a burst of turns has fired (so nothing replays them before their next turn), the worker is
+stopped, a new one started and warmed with one turn of a new conversation. The first
+conversation's next turn, a cold one, is timed; then py-spy samples the new worker (`record
+--format raw`, 500 Hz, active threads only) while the second takes its cold turn; then a warm
+turn is timed. Printed: the latencies, and the sampled cold turn's CPU by function (inclusive and
+self).
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ import time
 import uuid
 from pathlib import Path
 
+from core.settings import DEFAULT_TURNS_PER_RUN
 from threadline.client import Conversation
 
 RATE = 500
-TURNS = 99
+TURNS = DEFAULT_TURNS_PER_RUN - 1
 WAITS = ("select (selectors.py)", "_worker (concurrent/futures/thread.py)", "wait (threading.py)")
 """Leaf frames of a thread that waits (py-spy's idle detection misses these): left out."""
 

@@ -34,7 +34,7 @@ from bench._scale_kit import QUIET_S, Chart, Row, Section, sizes
 from bench._server import start_dev_server
 from bench.context import PerRequestScript, answer, message
 from bench.turns import check, settings_for
-from core.settings import Settings
+from core.settings import DEFAULT_TURNS_PER_RUN, Settings
 from tests.support.fakeprovider import FakeProvider
 from tests.support.processes import WorkerProcess
 from threadline.client import Conversation, Threadline, connect
@@ -44,9 +44,9 @@ TURNS = max(POINTS)
 AROUND = 10
 """The latency at turn k is the median of turns k-AROUND+1..k."""
 RULES: dict[str, dict[str, Any] | None] = {"window 10": {"window": 10}, "all turns": None}
-POSITIONS = (1, 50, 99)
+POSITIONS = (1, DEFAULT_TURNS_PER_RUN // 2, DEFAULT_TURNS_PER_RUN - 1)
 """Turns the conversation's current workflow run holds when the worker restarts (a run continues as new
-after 100 turns, so a restart finds from 0 to 99 turns to replay)."""
+after `THREADLINE_TURNS_PER_RUN` turns, so a restart finds from 0 to one fewer to replay)."""
 WARM = 5
 MODEL = "openai:gpt-test"
 TARGET = 1.5

@@ -1,7 +1,7 @@
 """Scale benchmark: how Threadline's cost grows with conversations at once, idle conversations,
 turns in one conversation and records in one log, each beside an anchor measured in the same run.
 
-    python -m bench.scale [load] [idle] [long] [store]     (no section named: all four)
+    python -m bench.scale [load] [idle] [long] [store] [cold]     (no section named: all five)
 
 1. load (bench/_scale_load.py): throughput, p50/p95 turn latency and CPU per turn at 10, 100 and
    1,000 conversations at once, against the bare Temporal conversation (bench/_bare.py).
@@ -14,10 +14,12 @@ turns in one conversation and records in one log, each beside an anchor measured
    after a worker restart against a warm turn.
 4. store (bench/_scale_store.py): a conversation log of 1,000, 10,000 and 100,000 records: opening
    it, an incremental read of new records and an append, against functai 1.2.0's store and log.
+5. cold (bench/_scale_cold.py): the first turn on a new worker and the turn of an evicted
+   conversation at turn 10, 100 and 1,000, against a warm turn of the same conversation.
 
 Each section prints its details, then one table holds every row; each curve is drawn as a PNG in
 docs/charts/ (matplotlib). `BENCH_SCALE_CONVERSATIONS`, `BENCH_SCALE_IDLE`, `BENCH_SCALE_TURNS` and
-`BENCH_SCALE_RECORDS` (comma-separated sizes) make a shorter run. Absolute figures depend on the
+`BENCH_SCALE_RECORDS`, `BENCH_SCALE_COLD` (comma-separated sizes) make a shorter run. Absolute figures depend on the
 machine (2 shared cores here); the ratios are what to read.
 """
 
@@ -37,7 +39,7 @@ from bench._report import exit_now, print_table
 from bench._scale_kit import Row, Section
 
 CHARTS = Path(__file__).resolve().parent.parent / "docs" / "charts"
-SECTIONS = ("load", "idle", "long", "store")
+SECTIONS = ("load", "idle", "long", "store", "cold")
 
 
 def runner(name: str) -> Callable[[], Coroutine[Any, Any, Section]]:

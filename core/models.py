@@ -621,3 +621,16 @@ class ConversationRef(Model):
     store: str
     conversation: str
     store_id: str | None = None
+
+
+def _complete_models() -> None:
+    """Resolve now the forward references of the models that name a model defined after them. Left
+    to their first use, pydantic would look this module up in `sys.modules`: inside the workflow
+    sandbox, whose modules are its own, it is not there when no sandboxed code imported it."""
+    for value in list(globals().values()):
+        ours = isinstance(value, type) and issubclass(value, BaseModel) and value.__module__ == __name__
+        if ours and not value.__pydantic_complete__:
+            value.model_rebuild()
+
+
+_complete_models()

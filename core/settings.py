@@ -17,6 +17,8 @@ DEFAULT_TASK_QUEUE = "threadline"
 DEFAULT_IDLE_TIMEOUT_S = 24 * 3600.0
 DEFAULT_WORKFLOW_CACHE = 1000
 """Temporal's own default: conversations a worker keeps in memory between their turns."""
+DEFAULT_TURNS_PER_RUN = 10
+"""Turns a conversation's workflow run serves before it continues as new (its history starts again)."""
 DATABASE_SCHEMES = ("postgresql", "postgres")
 
 StoreSpec = Path | str
@@ -96,6 +98,13 @@ def _count(env: Mapping[str, str], name: str, default: int) -> int:
     return int(raw)
 
 
+def _positive(env: Mapping[str, str], name: str, default: int) -> int:
+    value = _count(env, name, default)
+    if value < 1:
+        raise ThreadlineError(ErrorCode.INVALID_REQUEST, f"{name} must be 1 or more")
+    return value
+
+
 def _modules(spec: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in spec.split(",") if name.strip())
 
@@ -166,6 +175,10 @@ class Settings:
     functai_store: Path = field(default_factory=lambda: functai_folder(os.environ))
     """`XDG_DATA_HOME`, as functai reads it: functai's default folder, the store `store=True` names (see
     `functai_folder`); `THREADLINE_STORES=functai=...` names another."""
+    turns_per_run: int = DEFAULT_TURNS_PER_RUN
+    """`THREADLINE_TURNS_PER_RUN`: turns a conversation's workflow run serves before it continues as new.
+    A worker that has not the conversation cached (restarted, or evicted it) replays the current run
+    at its next turn, so fewer turns per run make that turn cheaper; each run's start costs a little."""
     workflow_cache: int = DEFAULT_WORKFLOW_CACHE
     """`THREADLINE_WORKFLOW_CACHE`: how many conversations a worker keeps in memory between turns (least
     recently used go; an evicted one replays its current run at its next turn); 0 keeps none."""
@@ -194,6 +207,7 @@ class Settings:
             call_logs=_folders("THREADLINE_CALL_LOGS", env.get("THREADLINE_CALL_LOGS", "")),
             functai_store=functai_folder(env),
             workflow_cache=_count(env, "THREADLINE_WORKFLOW_CACHE", DEFAULT_WORKFLOW_CACHE),
+            turns_per_run=_positive(env, "THREADLINE_TURNS_PER_RUN", DEFAULT_TURNS_PER_RUN),
             encryption=EncryptionKeys.from_env(env),
             metrics_bind=env.get("THREADLINE_METRICS_BIND") or None,
         )

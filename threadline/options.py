@@ -118,6 +118,7 @@ class ConversationOptions:
             idle_timeout_s=settings.idle_timeout_s if self.idle_timeout_s is None else self.idle_timeout_s,
             search_attributes=search,
             attributes_every_s=settings.attributes_every_s,
+            turns_per_run=settings.turns_per_run,
             approve=approve_rule(self.approve),
             approval_timeout_s=self.approval_timeout_s,
             remembers=remembers_of(self.remembers),

@@ -243,6 +243,7 @@ def test_the_configuration_defaults_are_the_codes() -> None:
         "THREADLINE_IDLE_TIMEOUT_S": f"{settings.idle_timeout_s:g}",
         "THREADLINE_ATTRIBUTES_EVERY_S": f"{settings.attributes_every_s:g}",
         "THREADLINE_WORKFLOW_CACHE": str(settings.workflow_cache),
+        "THREADLINE_TURNS_PER_RUN": str(settings.turns_per_run),
         "THREADLINE_PAYLOADS": f"$THREADLINE_DATA/{settings.payload_folder.relative_to(settings.data)}",
         "THREADLINE_MAX_BODY_BYTES": str(service.max_body_bytes),
         "THREADLINE_HEADER_TIMEOUT_S": f"{service.limits.header_timeout_s:g}",
@@ -263,13 +264,14 @@ def test_the_configuration_defaults_are_the_codes() -> None:
 
 def scale_sizes() -> dict[str, str]:
     """The sizes bench/scale.py's sections use when their `BENCH_SCALE_*` variables are unset."""
-    from bench import _scale_idle, _scale_load, _scale_long, _scale_store
+    from bench import _scale_cold, _scale_idle, _scale_load, _scale_long, _scale_store
 
     sizes = {
         "BENCH_SCALE_CONVERSATIONS": _scale_load.SIZES,
         "BENCH_SCALE_IDLE": _scale_idle.IDLE,
         "BENCH_SCALE_TURNS": _scale_long.POINTS,
         "BENCH_SCALE_RECORDS": _scale_store.RECORDS,
+        "BENCH_SCALE_COLD": _scale_cold.SIZES,
     }
     return {name: ",".join(str(n) for n in values) for name, values in sizes.items()}
 

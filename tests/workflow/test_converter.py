@@ -7,14 +7,23 @@ schema building in every new or replayed conversation's first workflow task)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import PayloadCodec, SerializationContext, WithSerializationContext
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from core.encryption import EncryptionKeys, new_key
 from core.models import ConversationState, TurnOutcome, TurnSend
-from core.temporal import DATA_CONVERTER, PayloadConverter
+from core.temporal import DATA_CONVERTER, ContextFreeRunner, PayloadConverter, context_free, data_converter
+from store.backends.blobs import FolderBlobs
+from worker import workflow_runner
 
 VALUES: list[Any] = [
     TurnSend(request_id="r-converter-1", inputs={"message": "héllo", "n": [1, 2.5, None]}),
@@ -74,3 +83,36 @@ async def test_an_answer_that_is_no_output_still_crosses() -> None:
     [payload] = await DATA_CONVERTER.encode([outcome])
 
     assert outcome == (await DATA_CONVERTER.decode([payload], [TurnOutcome]))[0]
+
+
+def test_converters_share_one_set_of_encoding_converters() -> None:
+    """Made for every workflow instance and twice per workflow task, a converter costs no building."""
+    assert PayloadConverter().converters is PayloadConverter().converters
+
+
+class _ContextualCodec(PayloadCodec, WithSerializationContext):
+    """A codec that reads the serialization context (it would key by workflow, say)."""
+
+    def __init__(self, context: SerializationContext | None = None) -> None:
+        self.context = context
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return list(payloads)
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return list(payloads)
+
+    def with_context(self, context: SerializationContext) -> _ContextualCodec:
+        return _ContextualCodec(context)
+
+
+def test_the_sandbox_answers_serialization_contexts_when_the_converter_reads_them(tmp_path: Path) -> None:
+    """Threadline's converters (claim check, encryption) read no context: their workflows' instances
+    answer it outside the sandbox. A converter that reads it keeps the sandbox's own answer."""
+    keys = EncryptionKeys.parse([f"k1={new_key()}"], source="test")
+    ours = [DATA_CONVERTER, data_converter(FolderBlobs(tmp_path)), data_converter(FolderBlobs(tmp_path), keys)]
+    contextual = dataclasses.replace(DATA_CONVERTER, payload_codec=_ContextualCodec())
+
+    assert all(isinstance(workflow_runner(c), ContextFreeRunner) for c in ours)
+    assert not context_free(contextual)
+    assert type(workflow_runner(contextual)) is SandboxedWorkflowRunner

@@ -9,16 +9,20 @@ import pytest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.converter import DataConverter
 from temporalio.worker import Replayer, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from core.temporal import DATA_CONVERTER, workflow_id
 from threadline.client import Threadline
+from worker import workflow_runner
 from workflows.conversation import ConversationWorkflow
 
 HISTORIES = Path(__file__).parent.parent / "histories"
 
 
-def replayer(converter: DataConverter = DATA_CONVERTER) -> Replayer:
-    return Replayer(workflows=[ConversationWorkflow], data_converter=converter)
+def replayer(converter: DataConverter = DATA_CONVERTER, *, sandbox: bool = False) -> Replayer:
+    """A replayer running the workflow as workers do (`workflow_runner`), or in the SDK's own sandbox."""
+    runner = SandboxedWorkflowRunner() if sandbox else workflow_runner(converter)
+    return Replayer(workflows=[ConversationWorkflow], data_converter=converter, workflow_runner=runner)
 
 
 async def test_a_fresh_history_replays(tl: Threadline, client: Client, worker: Worker, cid: str) -> None:
@@ -35,6 +39,7 @@ async def test_a_fresh_history_replays(tl: Threadline, client: Client, worker: W
     history = await client.get_workflow_handle(workflow_id("default", cid)).fetch_history()
 
     await replayer(client.data_converter).replay_workflow(history)
+    await replayer(client.data_converter, sandbox=True).replay_workflow(history)
 
 
 def kept() -> list[WorkflowHistory]:
@@ -43,5 +48,7 @@ def kept() -> list[WorkflowHistory]:
 
 @pytest.mark.parametrize("history", kept(), ids=lambda h: h.workflow_id)
 async def test_a_kept_history_replays(history: WorkflowHistory) -> None:
-    """Histories kept from earlier versions still replay: a change that breaks them needs `patched`."""
+    """Histories kept from earlier versions still replay: a change that breaks them needs `patched`;
+    in the workers' sandbox and in the SDK's own."""
     await replayer().replay_workflow(history)
+    await replayer(sandbox=True).replay_workflow(history)

@@ -1,0 +1,170 @@
+"""Section 5 of bench/scale.py: cold turns against warm ones, at turn 10, 100 and 1,000.
+
+A worker process (the offline model) serves one conversation per size in `SIZES`, each taking
+`size - 1` turns (all at once, each one after another), so its next turn is turn 10, 100 or
+1,000: with the default `THREADLINE_TURNS_PER_RUN` the current workflow run then holds the most
+turns it ever holds, and a cold turn replays the most. The worker is stopped and a new one started
+whose cache holds one conversation (`THREADLINE_WORKFLOW_CACHE=1`); after one turn of a new
+conversation (the new process's own first task and imports):
+
+1. new worker: each conversation's first turn on it (a filler conversation's turn just before, so
+   the cache holds another one), replaying the conversation's current run;
+2. evicted, `ROUNDS` times: a filler turn (it evicts the conversation), the conversation's turn
+   (cold: evicted, replayed), then its next turn at once (warm: still cached). The warm turns'
+   median is the anchor of both.
+
+The conversations' attribute timers are set far out (`THREADLINE_ATTRIBUTES_EVERY_S`), so no timer
+replays a conversation between its turns. Reported with each: the turns and history events of the
+run the cold turn replayed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench._scale_kit import Chart, Row, Section, sizes, worker_env
+from bench._scale_long import current_run
+from bench._server import start_dev_server
+from bench.turns import check, question, settings_for
+from core.settings import Settings
+from tests.support.processes import WorkerProcess
+from threadline.client import Conversation, Threadline, connect
+
+SIZES = sizes(os.environ.get("BENCH_SCALE_COLD", ""), (10, 100, 1000))
+ROUNDS = 5
+TARGET = 1.5
+QUIET_TIMERS_S = 3600.0
+"""The attribute timer's period for these conversations: longer than the section."""
+
+
+@dataclass(slots=True)
+class Cold:
+    """One conversation's cold and warm turns (ms), and the run each cold turn replayed."""
+
+    chat: Conversation
+    new_worker: float = 0.0
+    evicted: list[float] = field(default_factory=list)
+    warm: list[float] = field(default_factory=list)
+    replayed: list[tuple[int, int]] = field(default_factory=list)
+    """(turns, events) of the current run before each cold turn."""
+
+    @property
+    def warm_ms(self) -> float:
+        return statistics.median(self.warm)
+
+    @property
+    def evicted_ms(self) -> float:
+        return statistics.median(self.evicted)
+
+
+async def timed(chat: Conversation, text: str) -> float:
+    start = time.perf_counter()
+    await chat.predict(text)
+    return 1000 * (time.perf_counter() - start)
+
+
+async def build(tl: Threadline, tag: str) -> dict[int, Cold]:
+    """One conversation per size, `size - 1` turns each, all at once."""
+    colds = {size: Cold(tl.conversation("tutor", id=f"cold-{tag}-{size}")) for size in SIZES}
+
+    async def fill(cold: Cold, turns: int) -> None:
+        for i in range(turns):
+            await cold.chat.predict(question(i))
+
+    start = time.perf_counter()
+    await asyncio.gather(*(fill(cold, size - 1) for size, cold in colds.items()))
+    print(f"  {', '.join(f'{s - 1:,}' for s in SIZES)} turns taken in {time.perf_counter() - start:.0f} s", flush=True)
+    return colds
+
+
+async def measure(tl: Threadline, colds: dict[int, Cold], tag: str) -> None:
+    """On a new worker caching one conversation: first turns, then evicted and warm ones."""
+    filler = tl.conversation("tutor", id=f"cold-{tag}-filler")
+    first = await timed(filler, "Hello")
+    print(f"  new worker: a new conversation's first turn {first:.0f} ms", flush=True)
+    for size, cold in colds.items():
+        await filler.predict(question(size))
+        cold.replayed.append(await current_run(cold.chat))
+        cold.new_worker = await timed(cold.chat, question(size))
+    for r in range(ROUNDS):
+        order = list(colds.items()) if r % 2 == 0 else list(colds.items())[::-1]
+        for size, cold in order:
+            await filler.predict(question(size))
+            cold.replayed.append(await current_run(cold.chat))
+            cold.evicted.append(await timed(cold.chat, question(size + 1)))
+            cold.warm.append(await timed(cold.chat, question(size + 2)))
+    for size, cold in colds.items():
+        runs = ", ".join(f"{t}/{e:,}" for t, e in cold.replayed)
+        print(
+            f"  turn {size:,}: new worker {cold.new_worker:.0f} ms, evicted {cold.evicted_ms:.0f} ms "
+            f"(median of {ROUNDS}), warm {cold.warm_ms:.0f} ms; replayed runs (turns/events): {runs}",
+            flush=True,
+        )
+
+
+def rows_for(colds: dict[int, Cold]) -> list[Row]:
+    rows = []
+    for size, cold in colds.items():
+        turns, events = max(cold.replayed)
+        for kind, ms in (("new worker", cold.new_worker), ("evicted", cold.evicted_ms)):
+            measure = (
+                f"cold turn ({kind}) at turn {size:,}, replaying up to {turns} turns / {events:,} events "
+                "(anchor: a warm turn)"
+            )
+            rows.append(Row(measure, ms, cold.warm_ms, "ms", 0, f"<= {TARGET}x", ms <= TARGET * cold.warm_ms))
+    return rows
+
+
+def chart(colds: dict[int, Cold]) -> Chart:
+    xs = [float(s) for s in colds]
+    return Chart(
+        "scale-cold",
+        "Cold turns (new worker, evicted) against warm ones",
+        "turn of the conversation",
+        "ms",
+        xs,
+        {
+            "threadline, new worker": [c.new_worker for c in colds.values()],
+            "threadline, evicted": [c.evicted_ms for c in colds.values()],
+            "threadline, warm": [c.warm_ms for c in colds.values()],
+        },
+    )
+
+
+async def run() -> Section:
+    """Build the conversations on one worker, measure on a new one caching one conversation."""
+    with tempfile.TemporaryDirectory(prefix="bench-scale-cold-") as tmp:
+        root = Path(tmp)
+        async with await start_dev_server(root / "payloads") as env:
+            settings: Settings = dataclasses.replace(
+                settings_for(env, root / "data", f"bench-scale-cold-{uuid.uuid4().hex[:8]}"),
+                payloads=root / "payloads",
+                attributes_every_s=QUIET_TIMERS_S,
+            )
+            if "THREADLINE_TURNS_PER_RUN" in os.environ:
+                settings = dataclasses.replace(settings, turns_per_run=int(os.environ["THREADLINE_TURNS_PER_RUN"]))
+            print(f"  {settings.turns_per_run} turns per workflow run", flush=True)
+            tl = await connect(settings, client=env.client)
+            tag = uuid.uuid4().hex[:6]
+            worker = WorkerProcess(settings, root / "worker-0.log")
+            try:
+                await asyncio.to_thread(worker.wait_ready, 90.0)
+                colds = await build(tl, tag)
+            finally:
+                await asyncio.to_thread(worker.stop)
+            worker = WorkerProcess(settings, root / "worker-1.log", env=worker_env(1))
+            try:
+                await asyncio.to_thread(worker.wait_ready, 90.0)
+                await measure(tl, colds, tag)
+            finally:
+                await asyncio.to_thread(worker.stop)
+    check(all(c.warm for c in colds.values()), "every conversation took its warm turns")
+    return Section(rows_for(colds), [chart(colds)])

@@ -1,0 +1,48 @@
+"""THREADLINE_TURNS_PER_RUN: the turns a conversation's workflow run serves before it continues as new."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from core.errors import ErrorCode, ThreadlineError
+from core.settings import DEFAULT_TURNS_PER_RUN, Settings
+from core.temporal import workflow_id
+from threadline.client import connect
+
+
+def test_the_turns_per_run_are_read_from_the_environment() -> None:
+    assert 7 == Settings.from_env({"THREADLINE_TURNS_PER_RUN": "7"}).turns_per_run
+    assert DEFAULT_TURNS_PER_RUN == Settings.from_env({}).turns_per_run
+
+
+@pytest.mark.parametrize("raw", ["0", "-1", "many", "2.5"])
+def test_turns_per_run_below_one_or_not_whole_are_refused(raw: str) -> None:
+    """A run of no turns would continue as new for ever: `invalid-request`."""
+    with pytest.raises(ThreadlineError) as raised:
+        Settings.from_env({"THREADLINE_TURNS_PER_RUN": raw})
+
+    assert ErrorCode.INVALID_REQUEST == raised.value.code
+
+
+async def test_a_run_continues_as_new_after_the_clients_turns_per_run(
+    client: Client, settings: Settings, worker: Worker, cid: str
+) -> None:
+    """The client that starts the conversation sets its runs' length: after 2 turns, a new run holds the third."""
+    tl = await connect(dataclasses.replace(settings, turns_per_run=2), client=client)
+    chat = tl.conversation("tutor", id=cid)
+    handle = client.get_workflow_handle(workflow_id("default", cid))
+    first = await chat.predict("one")
+    first_run = (await handle.describe()).run_id
+    await chat.predict("two")
+    third = await chat.predict("three")
+
+    history = await client.get_workflow_handle(workflow_id("default", cid)).fetch_history()
+    started = history.events[0].workflow_execution_started_event_attributes
+    assert first_run != (await handle.describe()).run_id
+    assert started.continued_execution_run_id  # the run holding the third turn was continued
+    assert [first.id, third.parent] == third.saw  # carried on: it was shown both earlier turns
+    assert 3 == len(await chat.turns(all=True))
