@@ -15,6 +15,10 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import UpdateWorkflowExecutionLifecycleStage
+from temporalio.api.update.v1 import UpdateRef, WaitPolicy
+from temporalio.api.workflowservice.v1 import PollWorkflowExecutionUpdateRequest
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
@@ -68,6 +72,9 @@ KEPT_PATIENCE_S = 30.0
 to take it before it hears `Queued`: longer than a conversation takes to move from a dead worker to
 a live one (its sticky queue's 10 s, a started task's 10 s timeout)."""
 SETTLE_S = 1.0
+PROBE_S = 0.5
+"""How long a send not answered within `ACCEPT_WAIT_S` waits to hear whether a worker accepted it."""
+ACCEPTED = UpdateWorkflowExecutionLifecycleStage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_ACCEPTED
 """How long a send that was not accepted waits for its start's own answer (so none goes unretrieved)."""
 U = TypeVar("U")
 
@@ -101,6 +108,11 @@ def _signal_of(send: TurnSend | StopSend) -> str:
     if isinstance(send, StopSend):
         return "stop"
     return "turn" if send.flow is None else "flow"
+
+
+def _unreached(task: asyncio.Future[Any]) -> bool:
+    """Whether the finished `task` failed with `Unreached` (Temporal did not answer)."""
+    return not task.cancelled() and isinstance(task.exception(), Unreached)
 
 
 async def _settled(start: WithStartWorkflowOperation[Any, Any]) -> None:
@@ -157,15 +169,17 @@ class Delivery:
             )
 
     async def ask(self, name: str, send: TurnSend, answer: type[U]) -> U:
-        """Deliver `send` and ask the update `name` about it in one round trip (update-with-start).
+        """Deliver `send` and wait for the update `name`'s answer about it: one update-with-start that
+        waits for the answer, so a turn answered within Temporal's long poll costs one client call.
 
-        That update is durable only once a worker accepted it; when none does within `ACCEPT_WAIT_S`
+        That update is durable only once a worker accepted it; when none did within `ACCEPT_WAIT_S`
         (no worker, a dead one Temporal still lists, a workflow task that keeps failing, an overloaded
-        server), the send goes as a signal, durable at once. `place` then answers `Queued` at once;
-        `send`, whose caller waits for the outcome, asks `wait` until a worker takes it, and answers
-        `Queued` when none did within `KEPT_PATIENCE_S` (at once when no worker polls at all). The
-        workflow queues a request id once, so a late acceptance of the first attempt, or the same send
-        again, places nothing twice.
+        server), the send goes as a signal, durable at once. Whether it was accepted is asked only
+        then (`_accepted`), so a send answered in time pays nothing for it. `place` then answers
+        `Queued` at once; `send`, whose caller waits for the outcome, asks `wait` until a worker takes
+        it, and answers `Queued` when none did within `KEPT_PATIENCE_S` (at once when no worker polls
+        at all). The workflow queues a request id once, so a late acceptance of the first attempt, or
+        the same send again, places nothing twice.
 
         Raises:
             Queued: the send is kept and no worker took it yet.
@@ -174,34 +188,68 @@ class Delivery:
         """
         check_send(send)  # a flow's or a merge's names too, before anything is sent
         await self.workflow()  # connects, and settles the store identity and attributes in the config
-        start = self.start_operation()
+        start, update_id = self.start_operation(), f"{name}/{send.request_id}/{uuid7()}"
+        answered = asyncio.ensure_future(self._answer(name, send, answer, start, update_id))
         try:
-            # The SDK asks again while Temporal answers "admitted, not accepted yet", each time with the
-            # RPC timeout: only a deadline over the whole call bounds it.
-            with crossing():
-                async with asyncio.timeout(ACCEPT_WAIT_S):
-                    accepted = await self.tl.client.start_update_with_start_workflow(
-                        name,
-                        send,
-                        start_workflow_operation=start,
-                        id=f"{name}/{send.request_id}/{uuid7()}",
-                        wait_for_stage=WorkflowUpdateStage.ACCEPTED,
-                        result_type=answer,
-                        rpc_timeout=timedelta(seconds=ACCEPT_WAIT_S),
-                    )
-        except Unreached:
-            await _settled(start)
-            return await self._kept(name, send, answer)
-        try:
-            with crossing():
-                result: U = await accepted.result()
-        except Unreached as err:
-            message = (
-                "Temporal stopped answering after a worker took the send: it is kept; "
-                f"send again with request id {send.request_id} for its answer"
+            await asyncio.wait({answered}, timeout=ACCEPT_WAIT_S)
+        except asyncio.CancelledError:
+            answered.cancel()
+            raise
+        if answered.done() and not _unreached(answered):
+            return answered.result()  # the answer, or the coded refusal raised
+        if await self._accepted(update_id):
+            try:
+                return await answered
+            except Unreached as err:
+                message = (
+                    "Temporal stopped answering after a worker took the send: it is kept; "
+                    f"send again with request id {send.request_id} for its answer"
+                )
+                raise Unreached(message, status=err.status) from None
+        answered.cancel()
+        await asyncio.wait({answered})
+        if not answered.cancelled():
+            answered.exception()  # taken: the send goes by the other way now
+        await _settled(start)
+        return await self._kept(name, send, answer)
+
+    async def _answer(
+        self, name: str, send: TurnSend, answer: type[U], start: WithStartWorkflowOperation[Any, Any], update_id: str
+    ) -> U:
+        """The update-with-start that waits for the answer (Temporal answers within its long poll, or
+        says the update was accepted and the SDK then asks for the outcome)."""
+        with crossing():
+            handle = await self.tl.client.start_update_with_start_workflow(
+                name,
+                send,
+                start_workflow_operation=start,
+                id=update_id,
+                wait_for_stage=WorkflowUpdateStage.COMPLETED,
+                result_type=answer,
             )
-            raise Unreached(message, status=err.status) from None
+            result: U = await handle.result()  # known already: no call
         return result
+
+    async def _accepted(self, update_id: str) -> bool:
+        """Whether a worker accepted the update `update_id` (asked for at most `PROBE_S`): False when it
+        was not, is unknown, or Temporal does not answer."""
+        request = PollWorkflowExecutionUpdateRequest(
+            namespace=self.tl.client.namespace,
+            update_ref=UpdateRef(
+                workflow_execution=WorkflowExecution(workflow_id=workflow_id(self.config.store, self.id)),
+                update_id=update_id,
+            ),
+            identity=self.tl.client.identity,
+            wait_policy=WaitPolicy(lifecycle_stage=ACCEPTED),
+        )
+        try:
+            with crossing():
+                polled = await self.tl.client.workflow_service.poll_workflow_execution_update(
+                    request, timeout=timedelta(seconds=PROBE_S)
+                )
+        except ThreadlineError:
+            return False
+        return polled.stage >= ACCEPTED
 
     async def _kept(self, name: str, send: TurnSend, answer: type[U]) -> U:
         """Keep `send`, which no worker accepted in time, as a signal (durable whatever became of the
