@@ -19,14 +19,19 @@ ONCE = "answer-once"
 carries its answer once there, and a compact model leaves out its fields that hold their defaults."""
 
 
-def compacted(model: BaseModel, data: Any, info: SerializationInfo) -> Any:
+def compacted(model: BaseModel, data: Any, info: SerializationInfo, *, kept: frozenset[str] = frozenset()) -> Any:
     """`data` (`model`'s JSON) under the `ONCE` context without the fields that hold their defaults:
     what crosses Temporal many times per turn (the send, the config) costs history only what it sets,
-    and reads back the same (a missing field takes its default)."""
+    and reads back the same (a missing field takes its default). A field named in `kept` stays when
+    it was given, even at its default: its reader tells a given value from one left out."""
     if not (isinstance(info.context, dict) and info.context.get(ONCE) and isinstance(data, dict)):
         return data
-    fields = type(model).model_fields
-    return {name: value for name, value in data.items() if not _at_default(model, fields.get(name), name)}
+    fields, given = type(model).model_fields, model.model_fields_set
+    return {
+        name: value
+        for name, value in data.items()
+        if (name in kept and name in given) or not _at_default(model, fields.get(name), name)
+    }
 
 
 def _at_default(model: BaseModel, field: Any, name: str) -> bool:

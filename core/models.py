@@ -7,7 +7,7 @@ here holds a secret; inputs and outputs of one turn are the only content that cr
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -97,10 +97,13 @@ class Compact(Model):
     """A wire model that crosses Temporal with only the fields that differ from their defaults
     (`core.context.compacted`): the send, the config, an activity's input."""
 
+    WIRE_KEPT: ClassVar[frozenset[str]] = frozenset()
+    """Fields that cross whenever they were given, even at their defaults."""
+
     @model_serializer(mode="wrap")
     def _compact(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):  # type: ignore[no-untyped-def]
         """Without a return annotation, so the JSON Schemas (docs/schemas) still describe the fields."""
-        return compacted(self, handler(self), info)
+        return compacted(self, handler(self), info, kept=self.WIRE_KEPT)
 
 
 class HelperMemory(Compact):
@@ -123,6 +126,9 @@ class HelperMemory(Compact):
 
 class ConversationConfig(Compact):
     """What a conversation workflow needs to know of itself; set by the client that starts it."""
+
+    WIRE_KEPT: ClassVar[frozenset[str]] = frozenset({"search_attributes", "idle_timeout_s", "attributes_every_s"})
+    """`core.starting.LEARNED`: a starter that leaves them out gets the worker's values."""
 
     store: str
     conversation: str
