@@ -16,9 +16,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from temporalio.api.common.v1 import WorkflowExecution
-from temporalio.api.enums.v1 import UpdateWorkflowExecutionLifecycleStage
+from temporalio.api.enums.v1 import PendingWorkflowTaskState, TaskQueueType, UpdateWorkflowExecutionLifecycleStage
+from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.update.v1 import UpdateRef, WaitPolicy
-from temporalio.api.workflowservice.v1 import PollWorkflowExecutionUpdateRequest
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, PollWorkflowExecutionUpdateRequest
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
@@ -175,7 +176,9 @@ class Delivery:
         That update is durable only once a worker accepted it; when none did within `ACCEPT_WAIT_S`
         (no worker, a dead one Temporal still lists, a workflow task that keeps failing, an overloaded
         server), the send goes as a signal, durable at once. Whether it was accepted is asked only
-        then (`_accepted`), so a send answered in time pays nothing for it. `place` then answers
+        then (`_accepted`), so a send answered in time pays nothing for it; while a worker works on
+        the conversation's task (a busy one, placing many sends), it is waited for, every
+        `ACCEPT_WAIT_S` for up to `KEPT_PATIENCE_S`. `place` then answers
         `Queued` at once; `send`, whose caller waits for the outcome, asks `wait` until a worker takes
         it, and answers `Queued` when none did within `KEPT_PATIENCE_S` (at once when no worker polls
         at all). The workflow queues a request id once, so a late acceptance of the first attempt, or
@@ -190,22 +193,26 @@ class Delivery:
         await self.workflow()  # connects, and settles the store identity and attributes in the config
         start, update_id = self.start_operation(), f"{name}/{send.request_id}/{uuid7()}"
         answered = asyncio.ensure_future(self._answer(name, send, answer, start, update_id))
-        try:
-            await asyncio.wait({answered}, timeout=ACCEPT_WAIT_S)
-        except asyncio.CancelledError:
-            answered.cancel()
-            raise
-        if answered.done() and not _unreached(answered):
-            return answered.result()  # the answer, or the coded refusal raised
-        if await self._accepted(update_id):
+        patience = time.monotonic() + KEPT_PATIENCE_S
+        while True:
             try:
-                return await answered
-            except Unreached as err:
-                message = (
-                    "Temporal stopped answering after a worker took the send: it is kept; "
-                    f"send again with request id {send.request_id} for its answer"
-                )
-                raise Unreached(message, status=err.status) from None
+                await asyncio.wait({answered}, timeout=ACCEPT_WAIT_S)
+            except asyncio.CancelledError:
+                answered.cancel()
+                raise
+            if answered.done() and not _unreached(answered):
+                return answered.result()  # the answer, or the coded refusal raised
+            if await self._accepted(update_id):
+                try:
+                    return await answered
+                except Unreached as err:
+                    message = (
+                        "Temporal stopped answering after a worker took the send: it is kept; "
+                        f"send again with request id {send.request_id} for its answer"
+                    )
+                    raise Unreached(message, status=err.status) from None
+            if answered.done() or time.monotonic() > patience or not await self._being_taken():
+                break  # no worker is on it: keep it as a signal
         answered.cancel()
         await asyncio.wait({answered})
         if not answered.cancelled():
@@ -229,6 +236,30 @@ class Delivery:
             )
             result: U = await handle.result()  # known already: no call
         return result
+
+    async def _being_taken(self) -> bool:
+        """Whether a worker is on the conversation's send though it did not accept it yet: one works on
+        its workflow task now (its first try), or polled the task queue within `ACCEPT_WAIT_S` (busy:
+        a live worker with free slots would have taken the task at once, a dead one polls no more). A
+        busy worker is slow to accept, not gone; keeping the send as a signal then only adds work."""
+        try:
+            with crossing():
+                described = await (await self.workflow()).describe(rpc_timeout=timedelta(seconds=PROBE_S))
+                task = described.raw_description.pending_workflow_task
+                if task.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_STARTED:
+                    return task.attempt == 1  # a task that keeps failing is no worker taking it
+                queue = DescribeTaskQueueRequest(
+                    namespace=self.tl.client.namespace,
+                    task_queue=TaskQueue(name=self.tl.settings.task_queue),
+                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+                )
+                found = await self.tl.client.workflow_service.describe_task_queue(
+                    queue, timeout=timedelta(seconds=PROBE_S)
+                )
+        except ThreadlineError:
+            return False
+        recent = datetime.now(UTC) - timedelta(seconds=ACCEPT_WAIT_S)
+        return any(p.last_access_time.ToDatetime(UTC) > recent for p in found.pollers)
 
     async def _accepted(self, update_id: str) -> bool:
         """Whether a worker accepted the update `update_id` (asked for at most `PROBE_S`): False when it

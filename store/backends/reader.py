@@ -10,11 +10,14 @@ client then needs no store folder mounted, only what the store's own protocol re
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import errno
+import functools
 import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
 import structlog
@@ -71,6 +74,18 @@ a log made immutable or a folder read-only for this worker's user, until someone
 
 _WAIT_FIRST_S = 0.02
 _WAIT_MOST_S = 0.2
+STORE_THREADS = 32
+"""Threads for blocking store calls. They wait on the disk (an fsync takes milliseconds), not on a
+core, so a worker with many turns at once needs more of them than the loop's default executor has
+(cores + 4): there, appends queued behind each other and a send's placing, in its first workflow
+task, waited seconds. Concurrent fsyncs also share the file system's journal commits."""
+_STORE_POOL = ThreadPoolExecutor(max_workers=STORE_THREADS, thread_name_prefix="threadline-store")
+
+
+async def in_store_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`asyncio.to_thread` on the store's own threads (`STORE_THREADS`)."""
+    call = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
+    return await asyncio.get_running_loop().run_in_executor(_STORE_POOL, call)
 
 
 class Threaded:
@@ -127,7 +142,7 @@ class Threaded:
 
     async def _call(self, what: str, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         try:
-            return await asyncio.to_thread(function, *args, **kwargs)
+            return await in_store_thread(function, *args, **kwargs)
         except OSError as err:
             if err.errno not in OUTAGES:
                 raise
