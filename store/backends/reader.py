@@ -165,28 +165,36 @@ class ConversationLog:
         self.log = Log()
         self._reading = asyncio.Lock()
         self._read_at: float | None = None
+        self._looked: float | None = None
+        """When the last read that completed began (monotonic)."""
 
-    async def read(self) -> Log:
+    async def read(self, *, within: float = 0.0) -> Log:
         """The log with every record appended until now applied (a long log `READ_BATCH` records at a
-        time, so a cold read of a long conversation never holds all its parsed records at once)."""
+        time, so a cold read of a long conversation never holds all its parsed records at once).
+
+        `within`: a read begun less than that many seconds ago stands for this one (a look right after
+        another reads nothing new but costs a thread and a file open; what it would find is what a look
+        that long earlier finds, a race the log's rules already settle)."""
+        if within > 0 and self._looked is not None and time.monotonic() - self._looked < within:
+            return self.log
         async with self._reading:
-            began = now()
+            began, looked = now(), time.monotonic()
             while True:
                 records = await self.store.read(self.conversation, self.log.n, limit=READ_BATCH)
                 self.log.apply(records, unseen_at=self._read_at)
                 if len(records) < READ_BATCH:
                     break
                 await asyncio.sleep(0)  # let heartbeats and workflow tasks run between batches
-            self._read_at = began
+            self._read_at, self._looked = began, looked
         return self.log
 
-    async def turn(self, turn: str) -> Turn:
-        """The turn as the log says now.
+    async def turn(self, turn: str, *, within: float = 0.0) -> Turn:
+        """The turn as the log says now (`within`: as `read`'s).
 
         Raises:
             ThreadlineError: `turn-unknown`.
         """
-        log = await self.read()
+        log = await self.read(within=within)
         found = log.turns.get(turn)
         if found is None:
             raise ThreadlineError(ErrorCode.TURN_UNKNOWN, f"turn {turn} is not in conversation {self.conversation}")
@@ -211,13 +219,18 @@ class ConversationLog:
                 self.log.apply(written, unseen_at=began)
         return count
 
-    async def append_if(self, turn: str, build: Callable[[Log, Turn], list[Record] | None]) -> Turn:
+    async def append_if(
+        self, turn: str, build: Callable[[Log, Turn], list[Record] | None], *, within: float = 0.0
+    ) -> Turn:
         """Append what `build` decides from the current log, on exactly that log (decided again on conflict).
 
-        `build` returns None to append nothing. Returns the turn as it reads after the append.
+        `build` returns None to append nothing. Returns the turn as it reads after the append. `within`:
+        the first decision may use a read that recent (`read`); the append is conditional on exactly
+        that log, so a record it missed makes it decide again, on a fresh read.
         """
         while True:
-            found = await self.turn(turn)
+            found = await self.turn(turn, within=within)
+            within = 0.0
             records = build(self.log, found)
             if not records:
                 return found
