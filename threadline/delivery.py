@@ -111,6 +111,18 @@ def _signal_of(send: TurnSend | StopSend) -> str:
     return "turn" if send.flow is None else "flow"
 
 
+async def _taken(answered: asyncio.Future[U], send: TurnSend) -> U:
+    """The answer of an update a worker accepted; Temporal going silent since is `Unreached` (kept)."""
+    try:
+        return await answered
+    except Unreached as err:
+        message = (
+            "Temporal stopped answering after a worker took the send: it is kept; "
+            f"send again with request id {send.request_id} for its answer"
+        )
+        raise Unreached(message, status=err.status) from None
+
+
 def _unreached(task: asyncio.Future[Any]) -> bool:
     """Whether the finished `task` failed with `Unreached` (Temporal did not answer)."""
     return not task.cancelled() and isinstance(task.exception(), Unreached)
@@ -173,16 +185,16 @@ class Delivery:
         """Deliver `send` and wait for the update `name`'s answer about it: one update-with-start that
         waits for the answer, so a turn answered within Temporal's long poll costs one client call.
 
-        That update is durable only once a worker accepted it; when none did within `ACCEPT_WAIT_S`
-        (no worker, a dead one Temporal still lists, a workflow task that keeps failing, an overloaded
-        server), the send goes as a signal, durable at once. Whether it was accepted is asked only
-        then (`_accepted`), so a send answered in time pays nothing for it; while a worker works on
-        the conversation's task (a busy one, placing many sends), it is waited for, every
-        `ACCEPT_WAIT_S` for up to `KEPT_PATIENCE_S`. `place` then answers
-        `Queued` at once; `send`, whose caller waits for the outcome, asks `wait` until a worker takes
-        it, and answers `Queued` when none did within `KEPT_PATIENCE_S` (at once when no worker polls
-        at all). The workflow queues a request id once, so a late acceptance of the first attempt, or
-        the same send again, places nothing twice.
+        That update is durable only once a worker accepted it. When it is not answered within
+        `ACCEPT_WAIT_S`, Threadline asks whether it was accepted (`_accepted`) and whether a worker is
+        on it though slow to accept (`_being_taken`: a busy worker, placing many sends; waited for,
+        every `ACCEPT_WAIT_S`, for up to `KEPT_PATIENCE_S`). When neither (no worker, a dead one
+        Temporal still lists, a workflow task that keeps failing, an overloaded server), the send is
+        kept as a signal, durable at once (`_kept`). `place` then answers `Queued` at once; `send`,
+        whose caller waits for the outcome, goes on waiting for the update's answer (the workflow
+        answers it once the kept send ends) and answers `Queued` when no worker took it within
+        `KEPT_PATIENCE_S` (at once when no worker polls at all). The workflow queues a request id
+        once, so a late acceptance of the update, or the same send again, places nothing twice.
 
         Raises:
             Queued: the send is kept and no worker took it yet.
@@ -191,34 +203,45 @@ class Delivery:
         """
         check_send(send)  # a flow's or a merge's names too, before anything is sent
         await self.workflow()  # connects, and settles the store identity and attributes in the config
-        start, update_id = self.start_operation(), f"{name}/{send.request_id}/{uuid7()}"
+        # The update's id is written four times per turn in history: the send it carries names its request id.
+        start, update_id = self.start_operation(), f"{name}/{uuid7()}"
         answered = asyncio.ensure_future(self._answer(name, send, answer, start, update_id))
-        patience = time.monotonic() + KEPT_PATIENCE_S
-        while True:
-            try:
+        patience, kept = time.monotonic() + KEPT_PATIENCE_S, False
+        try:
+            while True:
                 await asyncio.wait({answered}, timeout=ACCEPT_WAIT_S)
-            except asyncio.CancelledError:
+                if answered.done():
+                    if not _unreached(answered):
+                        return answered.result()  # the answer, or the coded refusal raised
+                    break  # Temporal stopped answering it: keep the send, and ask `wait`
+                if kept:
+                    if time.monotonic() > patience or await self._nobody_polls():
+                        raise Queued(send.request_id, self.tl.settings.task_queue)
+                    continue
+                if await self._accepted(update_id):
+                    return await _taken(answered, send)
+                if time.monotonic() < patience and await self._being_taken():
+                    continue
+                await self._kept(send)
+                if name != "send":
+                    raise Queued(send.request_id, self.tl.settings.task_queue)
+                kept = True
+        finally:
+            if not answered.done():
                 answered.cancel()
-                raise
-            if answered.done() and not _unreached(answered):
-                return answered.result()  # the answer, or the coded refusal raised
+                await asyncio.wait({answered})
+                await _settled(start)
+            if not answered.cancelled():
+                answered.exception()  # taken: its error, if any, was answered otherwise
+        if not kept:
             if await self._accepted(update_id):
-                try:
-                    return await answered
-                except Unreached as err:
-                    message = (
-                        "Temporal stopped answering after a worker took the send: it is kept; "
-                        f"send again with request id {send.request_id} for its answer"
-                    )
-                    raise Unreached(message, status=err.status) from None
-            if answered.done() or time.monotonic() > patience or not await self._being_taken():
-                break  # no worker is on it: keep it as a signal
-        answered.cancel()
-        await asyncio.wait({answered})
-        if not answered.cancelled():
-            answered.exception()  # taken: the send goes by the other way now
-        await _settled(start)
-        return await self._kept(name, send, answer)
+                return await _taken(answered, send)
+            await _settled(start)
+            await self._kept(send)
+            if name != "send":
+                raise Queued(send.request_id, self.tl.settings.task_queue)
+        left = max(patience - time.monotonic(), ACCEPT_WAIT_S)
+        return await self.update("wait", send.request_id, answer, kept=left)
 
     async def _answer(
         self, name: str, send: TurnSend, answer: type[U], start: WithStartWorkflowOperation[Any, Any], update_id: str
@@ -239,9 +262,10 @@ class Delivery:
 
     async def _being_taken(self) -> bool:
         """Whether a worker is on the conversation's send though it did not accept it yet: one works on
-        its workflow task now (its first try), or polled the task queue within `ACCEPT_WAIT_S` (busy:
-        a live worker with free slots would have taken the task at once, a dead one polls no more). A
-        busy worker is slow to accept, not gone; keeping the send as a signal then only adds work."""
+        its workflow task now (its first try), or polled the task queue since that task was scheduled
+        (busy: an idle live worker would have taken it at once, a dead one polls no more; both times
+        are the server's). A busy worker is slow to accept, not gone; keeping the send as a signal
+        then only adds work."""
         try:
             with crossing():
                 described = await (await self.workflow()).describe(rpc_timeout=timedelta(seconds=PROBE_S))
@@ -258,8 +282,10 @@ class Delivery:
                 )
         except ThreadlineError:
             return False
-        recent = datetime.now(UTC) - timedelta(seconds=ACCEPT_WAIT_S)
-        return any(p.last_access_time.ToDatetime(UTC) > recent for p in found.pollers)
+        if not task.HasField("scheduled_time"):
+            return False
+        scheduled = task.scheduled_time.ToDatetime(UTC)
+        return any(p.last_access_time.ToDatetime(UTC) > scheduled for p in found.pollers)
 
     async def _accepted(self, update_id: str) -> bool:
         """Whether a worker accepted the update `update_id` (asked for at most `PROBE_S`): False when it
@@ -282,9 +308,9 @@ class Delivery:
             return False
         return polled.stage >= ACCEPTED
 
-    async def _kept(self, name: str, send: TurnSend, answer: type[U]) -> U:
-        """Keep `send`, which no worker accepted in time, as a signal (durable whatever became of the
-        update that carried it); then `Queued`, or for `send` the outcome once a worker takes it."""
+    async def _kept(self, send: TurnSend) -> None:
+        """Keep `send`, which no worker accepted in time, as a `turn` signal: durable whatever becomes of
+        the update that carried it."""
         try:
             await self.signal(send)
         except Unreached as err:
@@ -293,9 +319,6 @@ class Delivery:
                 f"send it again with request id {send.request_id}"
             )
             raise Unreached(message, status=err.status) from None
-        if name != "send":
-            raise Queued(send.request_id, self.tl.settings.task_queue)
-        return await self.update("wait", send.request_id, answer, kept=KEPT_PATIENCE_S)
 
     async def update_with_start(self, name: str, arg: Any, answer: type[U]) -> U:
         """Ask the update `name` with `arg`, starting the workflow first when it is not open (a closed
