@@ -225,7 +225,7 @@ class Delivery:
                 await self._kept(send)
                 if name != "send":
                     raise Queued(send.request_id, self.tl.settings.task_queue)
-                kept = True
+                patience, kept = time.monotonic() + KEPT_PATIENCE_S, True  # a worker has that long to take it
         finally:
             if not answered.done():
                 answered.cancel()
@@ -240,6 +240,7 @@ class Delivery:
             await self._kept(send)
             if name != "send":
                 raise Queued(send.request_id, self.tl.settings.task_queue)
+            patience = time.monotonic() + KEPT_PATIENCE_S
         left = max(patience - time.monotonic(), ACCEPT_WAIT_S)
         return await self.update("wait", send.request_id, answer, kept=left)
 
