@@ -214,12 +214,12 @@ class Delivery:
                     if not _unreached(answered):
                         return answered.result()  # the answer, or the coded refusal raised
                     break  # Temporal stopped answering it: keep the send, and ask `wait`
+                if await self._accepted(update_id):
+                    return await _taken(answered, send)  # a worker took it: as long as the turn takes
                 if kept:
                     if time.monotonic() > patience or await self._nobody_polls():
                         raise Queued(send.request_id, self.tl.settings.task_queue)
                     continue
-                if await self._accepted(update_id):
-                    return await _taken(answered, send)
                 if time.monotonic() < patience and await self._being_taken():
                     continue
                 await self._kept(send)
