@@ -8,10 +8,9 @@ and `threadline backfill-calls` writes whatever is missing later.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 
-from store.backends.reader import ConversationLog
+from store.backends.reader import ConversationLog, in_store_thread
 from store.calls.lines import CallLog
 from store.calls.log import write_call
 from store.log.state import Turn
@@ -37,4 +36,4 @@ class CallWriter:
         if calls is None or turn.ended is None:
             return
         caller = {"kind": "threadline", "store": store}
-        await asyncio.to_thread(write_call, calls, conversation.conversation, conversation.log, turn.id, caller=caller)
+        await in_store_thread(write_call, calls, conversation.conversation, conversation.log, turn.id, caller=caller)

@@ -48,6 +48,10 @@ from .steps import Reply, TurnSteps
 logger = structlog.get_logger(__name__)
 
 Interruption = Literal["stop", "taken", "ended", "steer"]
+LOOK_AGAIN_S = 0.05
+"""A look at the log taken this recently stands for the next (a fifth of `STOP_POLL_SECONDS`): a turn
+asks the model right after it was placed, and ends right after the model answered, without reading
+again what it has just read."""
 REPLY_KEPT_S = 300.0
 """How long a reply in hand waits for a store that cannot be written (an outage): the turn then ends
 with it once the store is back, instead of every retry asking the model again."""
@@ -111,7 +115,7 @@ class TurnRun:
 
     async def execute(self, provider: Provider, *, model: str, name: str) -> RunResult:
         """Claim the turn if it needs it, run its steps, and end the turn; or yield to another writer."""
-        early = await self._settle(await self.conversation.turn(self.turn))
+        early = await self._settle(await self.conversation.turn(self.turn, within=LOOK_AGAIN_S))
         if early is not None:
             return early
         rule = rule_of(self.input.config, self.input.send)
@@ -213,8 +217,9 @@ class TurnRun:
         return records
 
     async def _gone(self) -> Ended | Yielded | None:
-        """How the turn stands if this try may write no more (it ended, or a later attempt holds it); else None."""
-        turn = await self.conversation.turn(self.turn)
+        """How the turn stands if this try may write no more (it ended, or a later attempt holds it); else None.
+        A look taken `LOOK_AGAIN_S` ago stands for this one (placing the turn, the look before the stream)."""
+        turn = await self.conversation.turn(self.turn, within=LOOK_AGAIN_S)
         if turn.ended is not None or turn.attempt > self.owned:
             return _result(turn, self.input.send.request_id)
         return None
@@ -316,7 +321,7 @@ class TurnRun:
             self.ending = True  # (an append that failed may have landed: a retried `_end` then finds it)
             return [build(turn)]
 
-        turn = await self.conversation.append_if(self.turn, decide)
+        turn = await self.conversation.append_if(self.turn, decide, within=LOOK_AGAIN_S)
         ours = turn.ended is not None and turn.ended.get("attempt") == self.owned
         if self.on_end is not None and ours:
             await self.on_end(turn)

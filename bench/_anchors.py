@@ -116,6 +116,8 @@ class Figure:
     higher: bool
     digits: int
     values: dict[str, float]
+    target: float | None = None
+    """The most (or, `higher`, the least) Threadline / best bare may be."""
 
     def cell(self, system: str) -> str:
         value = self.values.get(system)
@@ -125,6 +127,14 @@ class Figure:
         ours, theirs = self.values.get("threadline"), self.values.get(system)
         return "-" if ours is None or not theirs else f"{ours / theirs:.2f}"
 
+    def met(self) -> str:
+        """The target against the best bare conversation, and whether this run met it."""
+        ours, best = self.values.get("threadline"), self.values.get("best")
+        if self.target is None or ours is None or not best:
+            return "-"
+        ok = ours / best >= self.target if self.higher else ours / best <= self.target
+        return f"{'>=' if self.higher else '<='} {self.target:.2f}: {'met' if ok else 'NOT met'}"
+
 
 @dataclass(slots=True)
 class Beside:
@@ -133,18 +143,26 @@ class Beside:
     figures: list[Figure] = field(default_factory=list)
 
     def add(
-        self, measure: str, unit: str, values: Mapping[str, float], *, higher: bool = False, digits: int = 1
+        self,
+        measure: str,
+        unit: str,
+        values: Mapping[str, float],
+        *,
+        higher: bool = False,
+        digits: int = 1,
+        target: float | None = None,
     ) -> None:
-        """Keep `values` (by system) of `measure`."""
-        self.figures.append(Figure(measure, unit, higher, digits, dict(values)))
+        """Keep `values` (by system) of `measure`, with its `target` against the best bare conversation."""
+        self.figures.append(Figure(measure, unit, higher, digits, dict(values), target))
 
     def print(self, title: str) -> None:
         """Print `title`, then the table: Threadline, each anchor and Threadline's ratio to it."""
         print(f"\n{title}\n")
-        print(f"| measure | {SYSTEMS['threadline']} | {SYSTEMS['anchor']} | ratio | {SYSTEMS['best']} | ratio |")
-        print("|---|---:|---:|---:|---:|---:|")
+        header = f"| measure | {SYSTEMS['threadline']} | {SYSTEMS['anchor']} | ratio | {SYSTEMS['best']} | ratio |"
+        print(f"{header} target vs best bare |")
+        print("|---|---:|---:|---:|---:|---:|---|")
         for f in self.figures:
             better = "higher is better" if f.higher else "lower is better"
             cells = [f"{f.measure} ({better})", f.cell("threadline")]
-            cells += [f.cell("anchor"), f.ratio("anchor"), f.cell("best"), f.ratio("best")]
+            cells += [f.cell("anchor"), f.ratio("anchor"), f.cell("best"), f.ratio("best"), f.met()]
             print("| " + " | ".join(cells) + " |")

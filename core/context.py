@@ -9,11 +9,35 @@ wire and in the conformance cases (`{"last": 1, "without": ["message"]}`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
 T = TypeVar("T")
+ONCE = "answer-once"
+"""The serialization context of every payload crossing Temporal (core/temporal.py sets it): an outcome
+carries its answer once there, and a compact model leaves out its fields that hold their defaults."""
+
+
+def compacted(model: BaseModel, data: Any, info: SerializationInfo, *, kept: frozenset[str] = frozenset()) -> Any:
+    """`data` (`model`'s JSON) under the `ONCE` context without the fields that hold their defaults:
+    what crosses Temporal many times per turn (the send, the config) costs history only what it sets,
+    and reads back the same (a missing field takes its default). A field named in `kept` stays when
+    it was given, even at its default: its reader tells a given value from one left out."""
+    if not (isinstance(info.context, dict) and info.context.get(ONCE) and isinstance(data, dict)):
+        return data
+    fields, given = type(model).model_fields, model.model_fields_set
+    return {
+        name: value
+        for name, value in data.items()
+        if (name in kept and name in given) or not _at_default(model, fields.get(name), name)
+    }
+
+
+def _at_default(model: BaseModel, field: Any, name: str) -> bool:
+    if field is None or field.is_required() or name == "kind":  # a union's tag stays
+        return False
+    return bool(getattr(model, name) == field.get_default(call_default_factory=True))
 
 
 class SummaryRule(BaseModel):
@@ -50,6 +74,12 @@ class ContextRule(BaseModel):
     summary: SummaryRule | None = None
     topics: Literal["off", "track", "branch"] = "off"
     topic_model: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):  # type: ignore[no-untyped-def]
+        """Only what differs from the defaults, across Temporal (`compacted`). Without a return
+        annotation, so the JSON Schemas still describe the fields."""
+        return compacted(self, handler(self), info)
 
     @property
     def shows_everything(self) -> bool:

@@ -7,7 +7,7 @@ here holds a secret; inputs and outputs of one turn are the only content that cr
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -19,7 +19,8 @@ from pydantic import (
     model_validator,
 )
 
-from .context import ContextRule
+from .context import ONCE as ONCE
+from .context import ContextRule, compacted
 from .deadlines import ApprovalDeadline, DeadlineClock
 from .errors import ErrorCode, ThreadlineError
 from .sends import SENDS as SENDS
@@ -92,7 +93,20 @@ class Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", use_attribute_docstrings=True)
 
 
-class HelperMemory(Model):
+class Compact(Model):
+    """A wire model that crosses Temporal with only the fields that differ from their defaults
+    (`core.context.compacted`): the send, the config, an activity's input."""
+
+    WIRE_KEPT: ClassVar[frozenset[str]] = frozenset()
+    """Fields that cross whenever they were given, even at their defaults."""
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):  # type: ignore[no-untyped-def]
+        """Without a return annotation, so the JSON Schemas (docs/schemas) still describe the fields."""
+        return compacted(self, handler(self), info, kept=self.WIRE_KEPT)
+
+
+class HelperMemory(Compact):
     """What a helper of a program with code remembers in a conversation (`remembers={name: ...}`).
 
     `conversation`: its own earlier calls on the branch, in earlier turns and this one; `turn`: its
@@ -110,8 +124,11 @@ class HelperMemory(Model):
         return {"mode": value} if isinstance(value, str) else value
 
 
-class ConversationConfig(Model):
+class ConversationConfig(Compact):
     """What a conversation workflow needs to know of itself; set by the client that starts it."""
+
+    WIRE_KEPT: ClassVar[frozenset[str]] = frozenset({"search_attributes", "idle_timeout_s", "attributes_every_s"})
+    """`core.starting.LEARNED`: a starter that leaves them out gets the worker's values."""
 
     store: str
     conversation: str
@@ -153,7 +170,7 @@ class CallerTool(Model):
     """The JSON Schema of its input."""
 
 
-class TurnSend(Model):
+class TurnSend(Compact):
     """The `turn` signal: one message to the conversation."""
 
     request_id: str
@@ -191,7 +208,7 @@ class TurnSend(Model):
         return self.remembers if self.remembers is not None else config.remembers
 
 
-class MergeSpec(Model):
+class MergeSpec(Compact):
     """What a merge reads and who merges it: done turns continuing the view's head, and the merging
     program (registered on the worker), asked `inputs` (None: the branches' answers)."""
 
@@ -229,9 +246,6 @@ class TurnError(Model):
 
 _READ_FIRST = ("outputs", "state", "error")
 """The fields of an outcome the Temporal UI shows first (its collapsed events cut the JSON short)."""
-ONCE = "answer-once"
-"""The serialization context under which an outcome carries its answer once (core/temporal.py sets it
-for every payload crossing Temporal)."""
 
 
 class TurnOutcome(Model):
@@ -351,7 +365,7 @@ class ConversationStatus(Model):
 # ----- activities
 
 
-class BeginInput(Model):
+class BeginInput(Compact):
     """Place a send: decide its turn, parent and what it is shown, and append its first records."""
 
     config: ConversationConfig
@@ -360,7 +374,7 @@ class BeginInput(Model):
     """The turns the workflow drives now: any other open turn it placed was lost with its task."""
 
 
-class OpenTurn(Model):
+class OpenTurn(Compact):
     """A turn the workflow placed that has not ended and that it does not drive (it lost the task that
     placed it): what driving it needs, read from its `turn` record."""
 
@@ -377,7 +391,7 @@ class OpenTurn(Model):
         return TurnSend(request_id=self.request_id, inputs=self.inputs, program=self.program, lm=self.lm)
 
 
-class OwnedInput(Model):
+class OwnedInput(Compact):
     """Find the open turns this workflow placed but does not drive (`holding` are those it drives)."""
 
     store: str
@@ -386,7 +400,7 @@ class OwnedInput(Model):
     holding: list[str] = []
 
 
-class BeginResult(Model):
+class BeginResult(Compact):
     """`begun` (records appended), `existing` (the request id was already sent), `busy` (the head runs),
     `steered` (a `steer` entry for the running head `turn` was appended), or `orphans`: nothing placed,
     because turns the workflow placed run nowhere (`orphans`): it adopts them first."""
@@ -403,7 +417,7 @@ class BeginResult(Model):
     orphans: list[OpenTurn] = []
 
 
-class RunInput(Model):
+class RunInput(Compact):
     """Run (or resume) a begun turn's model call."""
 
     config: ConversationConfig
@@ -478,7 +492,7 @@ RunResult = Annotated[Ended | Yielded | Interrupted | ToolRound | Paused, Field(
 """How an attempt at a turn came out."""
 
 
-class TurnRef(Model):
+class TurnRef(Compact):
     """One turn of one conversation (stop, follow, head, end)."""
 
     store: str
@@ -513,7 +527,7 @@ class RenderResult(Model):
     """The provider's JSON body, exactly as the model call would send it; None while the send would wait."""
 
 
-class WatchInput(Model):
+class WatchInput(Compact):
     """Wait until the conversation holds more than `after` records, or `timeout_s` passes."""
 
     store: str

@@ -15,6 +15,11 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import PendingWorkflowTaskState, TaskQueueType, UpdateWorkflowExecutionLifecycleStage
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.update.v1 import UpdateRef, WaitPolicy
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, PollWorkflowExecutionUpdateRequest
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
@@ -67,6 +72,9 @@ KEPT_PATIENCE_S = 30.0
 to take it before it hears `Queued`: longer than a conversation takes to move from a dead worker to
 a live one (its sticky queue's 10 s, a started task's 10 s timeout)."""
 SETTLE_S = 1.0
+PROBE_S = 0.5
+"""How long a send not answered within `ACCEPT_WAIT_S` waits to hear whether a worker accepted it."""
+ACCEPTED = UpdateWorkflowExecutionLifecycleStage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_ACCEPTED
 """How long a send that was not accepted waits for its start's own answer (so none goes unretrieved)."""
 U = TypeVar("U")
 
@@ -100,6 +108,23 @@ def _signal_of(send: TurnSend | StopSend) -> str:
     if isinstance(send, StopSend):
         return "stop"
     return "turn" if send.flow is None else "flow"
+
+
+async def _taken(answered: asyncio.Future[U], send: TurnSend) -> U:
+    """The answer of an update a worker accepted; Temporal going silent since is `Unreached` (kept)."""
+    try:
+        return await answered
+    except Unreached as err:
+        message = (
+            "Temporal stopped answering after a worker took the send: it is kept; "
+            f"send again with request id {send.request_id} for its answer"
+        )
+        raise Unreached(message, status=err.status) from None
+
+
+def _unreached(task: asyncio.Future[Any]) -> bool:
+    """Whether the finished `task` failed with `Unreached` (Temporal did not answer)."""
+    return not task.cancelled() and isinstance(task.exception(), Unreached)
 
 
 async def _settled(start: WithStartWorkflowOperation[Any, Any]) -> None:
@@ -156,15 +181,19 @@ class Delivery:
             )
 
     async def ask(self, name: str, send: TurnSend, answer: type[U]) -> U:
-        """Deliver `send` and ask the update `name` about it in one round trip (update-with-start).
+        """Deliver `send` and wait for the update `name`'s answer about it: one update-with-start that
+        waits for the answer, so a turn answered within Temporal's long poll costs one client call.
 
-        That update is durable only once a worker accepted it; when none does within `ACCEPT_WAIT_S`
-        (no worker, a dead one Temporal still lists, a workflow task that keeps failing, an overloaded
-        server), the send goes as a signal, durable at once. `place` then answers `Queued` at once;
-        `send`, whose caller waits for the outcome, asks `wait` until a worker takes it, and answers
-        `Queued` when none did within `KEPT_PATIENCE_S` (at once when no worker polls at all). The
-        workflow queues a request id once, so a late acceptance of the first attempt, or the same send
-        again, places nothing twice.
+        That update is durable only once a worker accepted it. When it is not answered within
+        `ACCEPT_WAIT_S`, Threadline asks whether it was accepted (`_accepted`) and whether a worker is
+        on it though slow to accept (`_being_taken`: a busy worker, placing many sends; waited for,
+        every `ACCEPT_WAIT_S`, for up to `KEPT_PATIENCE_S`). When neither (no worker, a dead one
+        Temporal still lists, a workflow task that keeps failing, an overloaded server), the send is
+        kept as a signal, durable at once (`_kept`). `place` then answers `Queued` at once; `send`,
+        whose caller waits for the outcome, goes on waiting for the update's answer (the workflow
+        answers it once the kept send ends) and answers `Queued` when no worker took it within
+        `KEPT_PATIENCE_S` (at once when no worker polls at all). The workflow queues a request id
+        once, so a late acceptance of the update, or the same send again, places nothing twice.
 
         Raises:
             Queued: the send is kept and no worker took it yet.
@@ -173,38 +202,115 @@ class Delivery:
         """
         check_send(send)  # a flow's or a merge's names too, before anything is sent
         await self.workflow()  # connects, and settles the store identity and attributes in the config
-        start = self.start_operation()
+        # The update's id is written four times per turn in history: the send it carries names its request id.
+        start, update_id = self.start_operation(), f"{name}/{uuid7()}"
+        answered = asyncio.ensure_future(self._answer(name, send, answer, start, update_id))
+        patience, kept = time.monotonic() + KEPT_PATIENCE_S, False
         try:
-            # The SDK asks again while Temporal answers "admitted, not accepted yet", each time with the
-            # RPC timeout: only a deadline over the whole call bounds it.
-            with crossing():
-                async with asyncio.timeout(ACCEPT_WAIT_S):
-                    accepted = await self.tl.client.start_update_with_start_workflow(
-                        name,
-                        send,
-                        start_workflow_operation=start,
-                        id=f"{name}/{send.request_id}/{uuid7()}",
-                        wait_for_stage=WorkflowUpdateStage.ACCEPTED,
-                        result_type=answer,
-                        rpc_timeout=timedelta(seconds=ACCEPT_WAIT_S),
-                    )
-        except Unreached:
+            while True:
+                await asyncio.wait({answered}, timeout=ACCEPT_WAIT_S)
+                if answered.done():
+                    if not _unreached(answered):
+                        return answered.result()  # the answer, or the coded refusal raised
+                    break  # Temporal stopped answering it: keep the send, and ask `wait`
+                if await self._accepted(update_id):
+                    return await _taken(answered, send)  # a worker took it: as long as the turn takes
+                if kept:
+                    if time.monotonic() > patience or await self._nobody_polls():
+                        raise Queued(send.request_id, self.tl.settings.task_queue)
+                    continue
+                if time.monotonic() < patience and await self._being_taken():
+                    continue
+                await self._kept(send)
+                if name != "send":
+                    raise Queued(send.request_id, self.tl.settings.task_queue)
+                patience, kept = time.monotonic() + KEPT_PATIENCE_S, True  # a worker has that long to take it
+        finally:
+            if not answered.done():
+                answered.cancel()
+                await asyncio.wait({answered})
+                await _settled(start)
+            if not answered.cancelled():
+                answered.exception()  # taken: its error, if any, was answered otherwise
+        if not kept:
+            if await self._accepted(update_id):
+                return await _taken(answered, send)
             await _settled(start)
-            return await self._kept(name, send, answer)
-        try:
-            with crossing():
-                result: U = await accepted.result()
-        except Unreached as err:
-            message = (
-                "Temporal stopped answering after a worker took the send: it is kept; "
-                f"send again with request id {send.request_id} for its answer"
+            await self._kept(send)
+            if name != "send":
+                raise Queued(send.request_id, self.tl.settings.task_queue)
+            patience = time.monotonic() + KEPT_PATIENCE_S
+        left = max(patience - time.monotonic(), ACCEPT_WAIT_S)
+        return await self.update("wait", send.request_id, answer, kept=left)
+
+    async def _answer(
+        self, name: str, send: TurnSend, answer: type[U], start: WithStartWorkflowOperation[Any, Any], update_id: str
+    ) -> U:
+        """The update-with-start that waits for the answer (Temporal answers within its long poll, or
+        says the update was accepted and the SDK then asks for the outcome)."""
+        with crossing():
+            handle = await self.tl.client.start_update_with_start_workflow(
+                name,
+                send,
+                start_workflow_operation=start,
+                id=update_id,
+                wait_for_stage=WorkflowUpdateStage.COMPLETED,
+                result_type=answer,
             )
-            raise Unreached(message, status=err.status) from None
+            result: U = await handle.result()  # known already: no call
         return result
 
-    async def _kept(self, name: str, send: TurnSend, answer: type[U]) -> U:
-        """Keep `send`, which no worker accepted in time, as a signal (durable whatever became of the
-        update that carried it); then `Queued`, or for `send` the outcome once a worker takes it."""
+    async def _being_taken(self) -> bool:
+        """Whether a worker is on the conversation's send though it did not accept it yet: one works on
+        its workflow task now (its first try), or polled the task queue since that task was scheduled
+        (busy: an idle live worker would have taken it at once, a dead one polls no more; both times
+        are the server's). A busy worker is slow to accept, not gone; keeping the send as a signal
+        then only adds work."""
+        try:
+            with crossing():
+                described = await (await self.workflow()).describe(rpc_timeout=timedelta(seconds=PROBE_S))
+                task = described.raw_description.pending_workflow_task
+                if task.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_STARTED:
+                    return task.attempt == 1  # a task that keeps failing is no worker taking it
+                queue = DescribeTaskQueueRequest(
+                    namespace=self.tl.client.namespace,
+                    task_queue=TaskQueue(name=self.tl.settings.task_queue),
+                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+                )
+                found = await self.tl.client.workflow_service.describe_task_queue(
+                    queue, timeout=timedelta(seconds=PROBE_S)
+                )
+        except ThreadlineError:
+            return False
+        if not task.HasField("scheduled_time"):
+            return False
+        scheduled = task.scheduled_time.ToDatetime(UTC)
+        return any(p.last_access_time.ToDatetime(UTC) > scheduled for p in found.pollers)
+
+    async def _accepted(self, update_id: str) -> bool:
+        """Whether a worker accepted the update `update_id` (asked for at most `PROBE_S`): False when it
+        was not, is unknown, or Temporal does not answer."""
+        request = PollWorkflowExecutionUpdateRequest(
+            namespace=self.tl.client.namespace,
+            update_ref=UpdateRef(
+                workflow_execution=WorkflowExecution(workflow_id=workflow_id(self.config.store, self.id)),
+                update_id=update_id,
+            ),
+            identity=self.tl.client.identity,
+            wait_policy=WaitPolicy(lifecycle_stage=ACCEPTED),
+        )
+        try:
+            with crossing():
+                polled = await self.tl.client.workflow_service.poll_workflow_execution_update(
+                    request, timeout=timedelta(seconds=PROBE_S)
+                )
+        except ThreadlineError:
+            return False
+        return polled.stage >= ACCEPTED
+
+    async def _kept(self, send: TurnSend) -> None:
+        """Keep `send`, which no worker accepted in time, as a `turn` signal: durable whatever becomes of
+        the update that carried it."""
         try:
             await self.signal(send)
         except Unreached as err:
@@ -213,9 +319,6 @@ class Delivery:
                 f"send it again with request id {send.request_id}"
             )
             raise Unreached(message, status=err.status) from None
-        if name != "send":
-            raise Queued(send.request_id, self.tl.settings.task_queue)
-        return await self.update("wait", send.request_id, answer, kept=KEPT_PATIENCE_S)
 
     async def update_with_start(self, name: str, arg: Any, answer: type[U]) -> U:
         """Ask the update `name` with `arg`, starting the workflow first when it is not open (a closed

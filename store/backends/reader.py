@@ -10,11 +10,14 @@ client then needs no store folder mounted, only what the store's own protocol re
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import errno
+import functools
 import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import structlog
@@ -81,6 +84,18 @@ a log made immutable or a folder read-only for this worker's user, until someone
 
 _WAIT_FIRST_S = 0.02
 _WAIT_MOST_S = 0.2
+STORE_THREADS = 32
+"""Threads for blocking store calls. They wait on the disk (an fsync takes milliseconds), not on a
+core, so a worker with many turns at once needs more of them than the loop's default executor has
+(cores + 4): there, appends queued behind each other and a send's placing, in its first workflow
+task, waited seconds. Concurrent fsyncs also share the file system's journal commits."""
+_STORE_POOL = ThreadPoolExecutor(max_workers=STORE_THREADS, thread_name_prefix="threadline-store")
+
+
+async def in_store_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`asyncio.to_thread` on the store's own threads (`STORE_THREADS`)."""
+    call = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
+    return await asyncio.get_running_loop().run_in_executor(_STORE_POOL, call)
 
 
 class Threaded:
@@ -149,7 +164,7 @@ class Threaded:
 
     async def _call(self, what: str, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         try:
-            return await asyncio.to_thread(function, *args, **kwargs)
+            return await in_store_thread(function, *args, **kwargs)
         except OSError as err:
             if err.errno not in OUTAGES:
                 raise
@@ -174,16 +189,24 @@ class ConversationLog:
         self._read_at: float | None = None
         self._last: Record | None = None
         """The last record applied, as read (what the next read checks the store still holds)."""
+        self._looked: float | None = None
+        """When the last read that completed began (monotonic)."""
 
-    async def read(self) -> Log:
+    async def read(self, *, within: float = 0.0) -> Log:
         """The log with every record appended until now applied (a long log `READ_BATCH` records at a
         time, so a cold read of a long conversation never holds all its parsed records at once).
 
         Each read starts at the last record applied, read again: when it is not the one applied (the
         conversation was removed, and perhaps begun again under its id by another process), the log
-        is read anew from its first record instead of applying another conversation's records."""
+        is read anew from its first record instead of applying another conversation's records.
+
+        `within`: a read begun less than that many seconds ago stands for this one (a look right after
+        another reads nothing new but costs a thread and a file open; what it would find is what a look
+        that long earlier finds, a race the log's rules already settle)."""
+        if within > 0 and self._looked is not None and time.monotonic() - self._looked < within:
+            return self.log
         async with self._reading:
-            began = now()
+            began, looked = now(), time.monotonic()
             while True:
                 n = self.log.n
                 records = await self.store.read(self.conversation, max(n - 1, 0), limit=READ_BATCH + bool(n))
@@ -198,16 +221,16 @@ class ConversationLog:
                 if len(records) < READ_BATCH:
                     break
                 await asyncio.sleep(0)  # let heartbeats and workflow tasks run between batches
-            self._read_at = began
+            self._read_at, self._looked = began, looked
         return self.log
 
-    async def turn(self, turn: str) -> Turn:
-        """The turn as the log says now.
+    async def turn(self, turn: str, *, within: float = 0.0) -> Turn:
+        """The turn as the log says now (`within`: as `read`'s).
 
         Raises:
             ThreadlineError: `turn-unknown`.
         """
-        log = await self.read()
+        log = await self.read(within=within)
         found = log.turns.get(turn)
         if found is None:
             raise ThreadlineError(ErrorCode.TURN_UNKNOWN, f"turn {turn} is not in conversation {self.conversation}")
@@ -234,13 +257,18 @@ class ConversationLog:
                     self._last = written[-1]
         return count
 
-    async def append_if(self, turn: str, build: Callable[[Log, Turn], list[Record] | None]) -> Turn:
+    async def append_if(
+        self, turn: str, build: Callable[[Log, Turn], list[Record] | None], *, within: float = 0.0
+    ) -> Turn:
         """Append what `build` decides from the current log, on exactly that log (decided again on conflict).
 
-        `build` returns None to append nothing. Returns the turn as it reads after the append.
+        `build` returns None to append nothing. Returns the turn as it reads after the append. `within`:
+        the first decision may use a read that recent (`read`); the append is conditional on exactly
+        that log, so a record it missed makes it decide again, on a fresh read.
         """
         while True:
-            found = await self.turn(turn)
+            found = await self.turn(turn, within=within)
+            within = 0.0
             records = build(self.log, found)
             if not records:
                 return found

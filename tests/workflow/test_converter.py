@@ -1,5 +1,5 @@
-"""The payload converter: pydantic's JSON, byte for byte (but for an outcome's answer, carried once),
-with one set of type adapters per process.
+"""The payload converter: pydantic's JSON, byte for byte (but for an outcome's answer, carried once,
+and a compact model's fields left at their defaults), with one set of type adapters per process.
 
 The SDK makes a payload converter for every workflow instance; with pydantic's own, each cached
 conversation built and held its own adapters for the same types (a third of its Python objects, and
@@ -19,14 +19,16 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import PayloadCodec, SerializationContext, WithSerializationContext
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from core.context import ContextRule
 from core.encryption import EncryptionKeys, new_key
-from core.models import ConversationState, TurnOutcome, TurnSend
+from core.models import Begun, ConversationConfig, ConversationState, RunInput, TurnOutcome, TurnSend
+from core.starting import LEARNED, unlearned
 from core.temporal import DATA_CONVERTER, ContextFreeRunner, PayloadConverter, context_free, data_converter
 from store.backends.blobs import FolderBlobs
 from worker import workflow_runner
 
 VALUES: list[Any] = [
-    TurnSend(request_id="r-converter-1", inputs={"message": "héllo", "n": [1, 2.5, None]}),
+    Begun(request_id="r-converter-1", turn="héllo", parent=None),
     {"plain": ["dict", 1, True]},
     "text",
     None,
@@ -43,7 +45,7 @@ def test_payloads_are_the_bytes_pydantics_converter_writes_and_read_back_equal()
     theirs = pydantic_data_converter.payload_converter.to_payloads(VALUES)
 
     assert [(p.metadata, p.data) for p in ours] == [(p.metadata, p.data) for p in theirs]
-    assert DATA_CONVERTER.payload_converter.from_payloads(ours, [TurnSend, dict, str, type(None), bytes]) == VALUES
+    assert DATA_CONVERTER.payload_converter.from_payloads(ours, [Begun, dict, str, type(None), bytes]) == VALUES
 
 
 def test_converters_made_for_two_workflows_share_their_type_adapters() -> None:
@@ -116,3 +118,26 @@ def test_the_sandbox_answers_serialization_contexts_when_the_converter_reads_the
     assert all(isinstance(workflow_runner(c), ContextFreeRunner) for c in ours)
     assert not context_free(contextual)
     assert type(workflow_runner(contextual)) is SandboxedWorkflowRunner
+
+
+async def test_a_send_and_an_activity_input_cross_with_only_what_differs_from_the_defaults() -> None:
+    """The send, the config and `run_turn`'s input leave out the fields that hold their defaults (the
+    bulk of a turn's history) and read back equal; the config's learned fields stay when the starter
+    gave them, even at their defaults, so the worker does not take them for left out."""
+    config = ConversationConfig(
+        store="default", conversation="c-compact", search_attributes=False, idle_timeout_s=86400.0, store_id="s-1"
+    )
+    send = TurnSend(request_id="r-compact", inputs={"message": "hi"}, program="tutor", context=ContextRule())
+    run = RunInput(config=config, send=send, turn="t-1")
+
+    payloads = await DATA_CONVERTER.encode([send, config, run])
+    back = await DATA_CONVERTER.decode(payloads, [TurnSend, ConversationConfig, RunInput])
+    wire = [json.loads(p.data) for p in payloads]
+
+    assert [send, config, run] == back
+    assert {"request_id": "r-compact", "inputs": {"message": "hi"}, "program": "tutor", "context": {}} == wire[0]
+    assert {"store", "conversation", "search_attributes", "idle_timeout_s", "store_id"} == set(wire[1])
+    assert "turns_per_run" not in wire[2]["config"]
+    assert "sends" not in wire[2]["send"]
+    assert {"search_attributes", "idle_timeout_s"} == set(LEARNED) & back[1].model_fields_set
+    assert unlearned(back[1])  # `attributes_every_s` was left to the worker, and still is
