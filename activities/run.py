@@ -121,7 +121,7 @@ class TurnRun:
         rule = rule_of(self.input.config, self.input.send)
         self.shown = shown_for_run(self.conversation.log, self.program, self.turn, rule, now=now())
         await self.steps.prepare(self, provider, model=model, name=name)
-        gone = await self._gone()
+        gone = await self._gone(within=LOOK_AGAIN_S)
         if gone is not None:  # it ended (or was taken) meanwhile: no stream run starts
             return gone
         if self.streams is not None:
@@ -216,10 +216,11 @@ class TurnRun:
         self.owned = turn.attempt + 1
         return records
 
-    async def _gone(self) -> Ended | Yielded | None:
+    async def _gone(self, *, within: float = 0.0) -> Ended | Yielded | None:
         """How the turn stands if this try may write no more (it ended, or a later attempt holds it); else None.
-        A look taken `LOOK_AGAIN_S` ago stands for this one (placing the turn, the look before the stream)."""
-        turn = await self.conversation.turn(self.turn, within=LOOK_AGAIN_S)
+        `within`: a look taken that long ago stands for this one (only right after the try's first look:
+        before a later model call the log is read again, since the turn may have ended meanwhile)."""
+        turn = await self.conversation.turn(self.turn, within=within)
         if turn.ended is not None or turn.attempt > self.owned:
             return _result(turn, self.input.send.request_id)
         return None
@@ -335,7 +336,7 @@ class TurnRun:
     async def call_model(self, provider: Provider, request: ModelRequest, model: str) -> ModelReply:
         """Ask the model, its text streamed into the turn's stream; unless the turn ended or another try
         took it (`Halt`: nothing is asked)."""
-        gone = await self._gone()
+        gone = await self._gone(within=LOOK_AGAIN_S if self.asked == 0 else 0.0)
         if gone is not None:
             raise Halt(gone)
         if self._restart and self.stream is not None:
