@@ -35,8 +35,9 @@ from activities.toolcalls import ToolActivities
 from activities.transcript import TranscriptActivities
 from activities.waiting import WaitingActivities
 from core import logs, telemetry
+from core.runner import ContextFreeRunner, context_free
 from core.settings import Settings
-from core.temporal import ContextFreeRunner, connect_temporal, context_free
+from core.temporal import connect_temporal
 from store.backends.blobs import open_blobs
 from store.backends.folder import FolderStore
 from store.backends.opening import StoreSet, as_store, migrate_stores

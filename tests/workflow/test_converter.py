@@ -22,8 +22,9 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from core.context import ContextRule
 from core.encryption import EncryptionKeys, new_key
 from core.models import Begun, ConversationConfig, ConversationState, RunInput, TurnOutcome, TurnSend
+from core.runner import ContextFreeRunner, context_free
 from core.starting import LEARNED, unlearned
-from core.temporal import DATA_CONVERTER, ContextFreeRunner, PayloadConverter, context_free, data_converter
+from core.temporal import DATA_CONVERTER, PayloadConverter, data_converter
 from store.backends.blobs import FolderBlobs
 from worker import workflow_runner
 
