@@ -9,6 +9,9 @@ from typing import Any, Protocol, runtime_checkable
 from core.errors import ErrorCode, ThreadlineError
 from store.records import dumps, with_seq
 
+DEFAULT_SCHEMA = "threadline"
+"""The schema a PostgreSQL store lives in when its URL names none."""
+
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 READ_BATCH = 4096

@@ -20,8 +20,8 @@ from pathlib import Path
 from core.errors import ErrorCode, ThreadlineError
 from store.records import iso
 
+from .base import DEFAULT_SCHEMA
 from .folder import FolderStore
-from .locate import DEFAULT_SCHEMA
 
 FILE = "store.json"
 

@@ -15,13 +15,12 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from core.errors import ErrorCode, ThreadlineError
 
+from .base import DEFAULT_SCHEMA
 from .folder import FolderStore
 
 if TYPE_CHECKING:
     from .postgres import PostgresStore
 
-DEFAULT_SCHEMA = "threadline"
-"""The schema a PostgreSQL store lives in when its URL names none (`store.backends.pgsql` uses it too)."""
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")

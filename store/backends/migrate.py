@@ -19,7 +19,7 @@ from psycopg import sql
 
 from core.errors import ErrorCode, ThreadlineError
 
-from .locate import DEFAULT_SCHEMA
+from .base import DEFAULT_SCHEMA
 from .pgsql import check_schema, unavailable
 
 _FILE = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")

@@ -23,8 +23,7 @@ import structlog
 
 from core.errors import ErrorCode, ThreadlineError
 
-from .base import check_id
-from .locate import DEFAULT_SCHEMA
+from .base import DEFAULT_SCHEMA, check_id
 from .pgsql import Row
 from .postgres import PostgresStore
 

@@ -20,8 +20,7 @@ from typing import Any, Self
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from .base import check_id, check_records
-from .locate import DEFAULT_SCHEMA
+from .base import DEFAULT_SCHEMA, check_id, check_records
 from .migrate import migrate
 from .pgsql import (
     Lines,
