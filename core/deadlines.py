@@ -42,7 +42,7 @@ def seconds_of(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError(f"a duration is seconds or an ISO-8601 duration like 'PT10M', not {value!r}")
     if isinstance(value, int | float):
-        seconds = float(value)
+        seconds = float(max(min(value, LONGEST + 1), -1))  # an int past a float's range is out of bounds, not an error
     elif (
         isinstance(value, str) and (found := _ISO.fullmatch(value.strip().upper())) and value.strip() not in ("P", "PT")
     ):

@@ -171,20 +171,25 @@ BASES: dict[str, Any] = {
 is then made hostile. A route that takes a body and is missing here fails the test: add its body."""
 
 
-def fields(spec: dict[str, Any], schema: dict[str, Any], path: tuple[str | int, ...] = ()) -> list[tuple[Any, ...]]:
-    """The paths of every string and number field of `schema` (objects and arrays walked, refs followed)."""
+def fields(
+    spec: dict[str, Any], schema: dict[str, Any], path: tuple[str | int, ...] = (), seen: frozenset[str] = frozenset()
+) -> list[tuple[Any, ...]]:
+    """The paths of every string and number field of `schema` (objects and arrays walked, refs followed,
+    each once on a path: an escalation's rule holds a rule)."""
     if "$ref" in schema:
-        return fields(spec, spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]], path)
+        name = schema["$ref"].rsplit("/", 1)[1]
+        return [] if name in seen else fields(spec, spec["components"]["schemas"][name], path, seen | {name})
     if "anyOf" in schema:
-        return [found for option in schema["anyOf"] for found in fields(spec, option, path)]
+        return [found for option in schema["anyOf"] for found in fields(spec, option, path, seen)]
     if schema.get("type") == "object":
-        named = [f for name, sub in schema.get("properties", {}).items() for f in fields(spec, sub, (*path, name))]
+        properties = schema.get("properties", {}).items()
+        named = [f for name, sub in properties for f in fields(spec, sub, (*path, name), seen)]
         extra = schema.get("additionalProperties")
         if isinstance(extra, dict):
-            return named + fields(spec, extra, (*path, "extra"))
+            return named + fields(spec, extra, (*path, "extra"), seen)
         return named + ([(*path, "extra")] if extra is True else [])
     if schema.get("type") == "array":
-        return fields(spec, schema.get("items", {}), (*path, 0))
+        return fields(spec, schema.get("items", {}), (*path, 0), seen)
     if "enum" in schema or schema.get("type") in ("boolean", "null"):
         return []
     return [path]  # a string, a number, or any JSON value

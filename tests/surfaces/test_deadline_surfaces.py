@@ -10,9 +10,11 @@ import json
 from collections.abc import AsyncIterator
 
 import httpx
+import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
+from core.deadlines import seconds_of
 from core.models import ConversationStatus
 from core.settings import Settings
 from store.backends.folder import FolderStore
@@ -96,3 +98,10 @@ async def test_threadline_send_takes_the_object_form(shop: Threadline, settings:
     assert 0 == recorded(shop, f"{cid}-x")
     assert "waiting" in sent.stdout
     assert 1 == len(clocks)
+
+
+@pytest.mark.parametrize("value", [10**400, -(10**400), float("nan"), float("inf"), 0, "P", "PT0S"])
+def test_a_duration_out_of_bounds_is_refused_not_a_crash(value: object) -> None:
+    """An integer past a float's range was an OverflowError (HTTP 500 `internal`); it is out of bounds."""
+    with pytest.raises(ValueError, match="a duration"):
+        seconds_of(value)
