@@ -14,6 +14,7 @@ from typing import Any
 from temporalio import activity
 
 from core.again_models import AskAgainInput, AskedAgain
+from core.budgets import Prices
 from core.errors import ThreadlineError
 from core.limits import check_turn
 from core.models import BeginInput, Paused, PrepareResult, RenderResult, RunInput, RunResult
@@ -25,6 +26,7 @@ from store.programs.program import Program
 
 from . import again
 from .again import turn_model
+from .budget import quote
 from .callertools import CallerToolTurn, caller_tools
 from .calls import CallWriter
 from .codeturn import CodeTurn
@@ -60,6 +62,7 @@ class LLMActivities:
         default_model: str = "offline",
         streams: Mapping[str, Streams] | None = None,
         calls: CallWriter | None = None,
+        prices: Prices | None = None,
     ) -> None:
         self.logs = logs
         self.programs = dict(programs)
@@ -67,6 +70,7 @@ class LLMActivities:
         self.default_model = default_model
         self.streams = dict(streams or {})
         self.calls = calls or CallWriter({})
+        self.prices = dict(prices or {})
 
     @activity.defn(name="run_turn")
     @coded
@@ -126,12 +130,15 @@ class LLMActivities:
         decided = plan.decided
         if not isinstance(decided, Begin):
             return RenderResult(model=model, parent=None, waits_for=getattr(decided, "turn", None))
+        asked = quote(plan.request, request.inputs, self.prices, model)
         return RenderResult(  # a program with code makes its helpers' requests as it runs: no request here
             model=model,
             parent=decided.parent,
             shown=decided.shown.turns,
             sections=decided.shown.sections,
             request=request_body(model, plan.request) if plan.request is not None else None,
+            tokens=asked.tokens,
+            cost=asked.cost,
         )
 
     @activity.defn(name="ask_again")

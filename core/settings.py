@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from .budgets import Price, parse_prices
 from .encryption import EncryptionKeys
 from .errors import ErrorCode, ThreadlineError
 
@@ -169,6 +170,9 @@ class Settings:
     workflow_cache: int = DEFAULT_WORKFLOW_CACHE
     """`THREADLINE_WORKFLOW_CACHE`: how many conversations a worker keeps in memory between turns (least
     recently used go; an evicted one replays its current run at its next turn); 0 keeps none."""
+    prices: dict[str, Price] = field(default_factory=dict)
+    """`THREADLINE_PRICES={"model": {"input": X, "output": Y}}`: what a model costs per million tokens read and
+    written (a conversation's `cost` budget and `render`'s estimate use it; a model not listed has no price)."""
     metrics_bind: str | None = None
     """`THREADLINE_METRICS_BIND=host:port`: serve Prometheus metrics on `http://host:port/metrics` (the
     Temporal SDK's and Threadline's; `--metrics-port` of `worker`, `dev` and `serve` binds loopback)."""
@@ -196,6 +200,7 @@ class Settings:
             workflow_cache=_count(env, "THREADLINE_WORKFLOW_CACHE", DEFAULT_WORKFLOW_CACHE),
             encryption=EncryptionKeys.from_env(env),
             metrics_bind=env.get("THREADLINE_METRICS_BIND") or None,
+            prices=parse_prices(env.get("THREADLINE_PRICES", "")),
         )
 
     def payloads_spec(self) -> StoreSpec:
