@@ -13,7 +13,7 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
-from core.budgets import Price, Spend, parse_prices
+from core.budgets import Price, parse_prices
 from core.errors import ErrorCode, ThreadlineError
 from core.settings import Settings
 from store.backends.folder import FolderStore
@@ -69,7 +69,7 @@ async def test_a_budget_refuses_the_turn_that_would_cross_it_and_records_nothing
     assert ErrorCode.BUDGET_EXCEEDED == refused.value.code
     assert before == records(priced, cid)  # nothing recorded
     assert asked == len(fake.requests)  # the model was not asked
-    assert Spend(tokens=1000, cost=pytest.approx(1.2)) == spent(Log(before), PRICES)
+    assert (1000, pytest.approx(1.2)) == dataclasses.astuple(spent(Log(before), PRICES))
     assert rendered.tokens is not None
     assert 20 < rendered.tokens
     assert pytest.approx(rendered.tokens * 1000.0 / 1_000_000) == rendered.cost
