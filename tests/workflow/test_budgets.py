@@ -21,6 +21,7 @@ from store.log.spend import spent
 from store.log.state import Log
 from tests.support.fakeprovider import FakeProvider, Reply
 from tests.support.service_kit import send, serving
+from tests.surfaces.test_cli import clean_env, threadline
 from threadline.client import Threadline, connect
 from threadline.http import create_app
 from worker import build_worker
@@ -123,6 +124,33 @@ async def test_http_create_sets_the_budget_and_a_send_over_it_answers_409(
     assert (409, "budget-exceeded") == (second.status_code, second.json()["error"]["code"])
     assert before == records(priced, cid)
     assert 422 == wrong.status_code
+
+
+async def test_threadline_send_takes_a_budget_and_render_prints_the_price(
+    priced: Threadline, settings: Settings, fake: FakeProvider, cid: str
+) -> None:
+    """`threadline send --budget '{...}'`: the send over it exits 1 `budget-exceeded`, nothing recorded;
+    `threadline render` prints the tokens and cost beside the request."""
+    env = clean_env(
+        temporal_address=settings.address,
+        data=str(settings.data),
+        task_queue=settings.task_queue,
+        payloads=str(settings.payload_folder),
+    )
+    fake.add(TURN, TURN)
+    budget = ["--lm", LM, "--budget", '{"tokens": 520}']
+    first = await threadline(env, "send", cid, "first", *budget)
+    rendered = await threadline(env, "render", cid, "second", "--lm", LM)
+    before = records(priced, cid)
+    second = await threadline(env, "send", cid, "second", *budget)
+    wrong = await threadline(env, "send", f"{cid}-x", "first", "--budget", '{"tokens": "many"}')
+
+    assert 0 == first.returncode, first.stderr
+    assert "tokens  about " in rendered.stdout
+    assert "cost    about 0.0" in rendered.stdout
+    assert (1, True) == (second.returncode, "budget-exceeded" in second.stderr)
+    assert before == records(priced, cid)
+    assert (1, True) == (wrong.returncode, "invalid-request" in wrong.stderr)
 
 
 def test_the_price_table_is_read_from_its_variable() -> None:
