@@ -86,7 +86,9 @@ def build_worker(
     calls = CallWriter(call_logs(settings, opened if stores is None else stores))
     logs = LogCache(opened.records)
     programs = load_programs(settings.programs)
-    transcript = TranscriptActivities(logs, programs, calls=calls, prices=settings.prices, default_model=settings.model)
+    transcript = TranscriptActivities(
+        logs, programs, calls=calls, prices=settings.prices, default_model=settings.model, budgets=settings.budgets
+    )
     models = Providers(observed(providers if providers is not None else default_providers(settings)))
     merges = MergeActivities(logs, programs, models, default_model=settings.model, calls=calls)
     evaluations = EvaluationActivities(programs, load_metrics(settings.programs), models, default_model=settings.model)

@@ -9,7 +9,7 @@ conditional on the log it was decided on.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -64,6 +64,7 @@ class TranscriptActivities:
         calls: Where each ended turn's call is logged (by default nowhere).
         prices: What each model costs per million tokens (`THREADLINE_PRICES`), for a budget's `cost`.
         default_model: The model of a send and conversation that name none (`THREADLINE_MODEL`).
+        budgets: The budget of every conversation of a store, by store name (`THREADLINE_BUDGETS`).
     """
 
     def __init__(
@@ -74,12 +75,14 @@ class TranscriptActivities:
         calls: CallWriter | None = None,
         prices: Prices | None = None,
         default_model: str = "offline",
+        budgets: Mapping[str, Budget] | None = None,
     ) -> None:
         self.logs = logs
         self.programs = dict(programs)
         self.calls = calls or CallWriter({})
         self.prices = dict(prices or {})
         self.default_model = default_model
+        self.budgets = dict(budgets or {})
 
     def program(self, name: str) -> Program:
         """The program named `name` (`program-unknown` if it is not registered on this worker)."""
@@ -117,8 +120,8 @@ class TranscriptActivities:
                     kind="existing", turn=existing.id, parent=existing.parent, outcome=outcome, store_id=store_id
                 )
             if isinstance(decided, Begin):  # before the model is asked and before anything is recorded
-                budget, lm = send.budget or config.budget, send.lm or config.lm
-                self.check_budget(log, program, decided, request.inputs, budget=budget, lm=lm)
+                budgets = (send.budget or config.budget, self.budgets.get(config.store))
+                self.check_budget(log, program, decided, request.inputs, budgets=budgets, lm=send.lm or config.lm)
             try:
                 await conversation.append(decided.records, expect=decided.expect)
             except ThreadlineError as err:
@@ -140,12 +143,12 @@ class TranscriptActivities:
         decided: Begin,
         inputs: Mapping[str, Any],
         *,
-        budget: Budget | None,
+        budgets: Sequence[Budget | None],
         lm: str | None,
     ) -> None:
         """Refuse `budget-exceeded` when the conversation's spending plus the request `decided` makes would
-        exceed `budget`: the same request `run_turn` builds from what is recorded."""
-        if budget is None:
+        exceed one of `budgets` (its own, its store's): the same request `run_turn` builds from the log."""
+        if not any(budgets):
             return
         model = lm or self.default_model
         made = (
@@ -154,7 +157,8 @@ class TranscriptActivities:
             else request_of(program, decided.shown, inputs, model=split_model(model)[1])
         )
         asked = quote(made, inputs, self.prices, model)
-        check_budget(budget, log, asked, self.prices, model=model, default=self.default_model)
+        for budget in budgets:
+            check_budget(budget, log, asked, self.prices, model=model, default=self.default_model)
 
     @activity.defn(name="owned_turns")
     @coded

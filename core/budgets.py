@@ -58,6 +58,25 @@ def parse_prices(raw: str) -> dict[str, Price]:
         ) from None
 
 
+def parse_budgets(raw: str) -> dict[str, Budget]:
+    """`THREADLINE_BUDGETS`: `{"store": {"tokens": N, "cost": X}}`, the budget of every conversation of each
+    store (`invalid-request` when it is not that shape)."""
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+        if not isinstance(data, dict) or not all(isinstance(b, dict) for b in data.values()):
+            raise ValueError("not an object of objects")
+        for budget in data.values():
+            if unknown := sorted(set(budget) - set(Budget.model_fields)):
+                raise ValueError(f"a budget has no field {', '.join(map(repr, unknown))}")
+        return {str(store): Budget.model_validate(budget, strict=True) for store, budget in data.items()}
+    except ValueError as err:
+        raise ThreadlineError(
+            ErrorCode.INVALID_REQUEST, f'THREADLINE_BUDGETS is not {{"store": {{"tokens": N, "cost": X}}}}: {err}'
+        ) from None
+
+
 def price_for(prices: Prices, model: str | None) -> Price | None:
     """The price of `model` (`provider:name` or the name alone, as the table lists it), None if unlisted."""
     if not model:

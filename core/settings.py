@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .budgets import Price, parse_prices
+from .budgets import Price, parse_budgets, parse_prices
 from .encryption import EncryptionKeys
 from .errors import ErrorCode, ThreadlineError
+from .models import Budget
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 DEFAULT_TASK_QUEUE = "threadline"
@@ -173,6 +174,9 @@ class Settings:
     prices: dict[str, Price] = field(default_factory=dict)
     """`THREADLINE_PRICES={"model": {"input": X, "output": Y}}`: what a model costs per million tokens read and
     written (a conversation's `cost` budget and `render`'s estimate use it; a model not listed has no price)."""
+    budgets: dict[str, Budget] = field(default_factory=dict)
+    """`THREADLINE_BUDGETS={"store": {"tokens": N, "cost": X}}`: the budget of every conversation of a store,
+    checked beside the conversation's own."""
     metrics_bind: str | None = None
     """`THREADLINE_METRICS_BIND=host:port`: serve Prometheus metrics on `http://host:port/metrics` (the
     Temporal SDK's and Threadline's; `--metrics-port` of `worker`, `dev` and `serve` binds loopback)."""
@@ -201,6 +205,7 @@ class Settings:
             encryption=EncryptionKeys.from_env(env),
             metrics_bind=env.get("THREADLINE_METRICS_BIND") or None,
             prices=parse_prices(env.get("THREADLINE_PRICES", "")),
+            budgets=parse_budgets(env.get("THREADLINE_BUDGETS", "")),
         )
 
     def payloads_spec(self) -> StoreSpec:

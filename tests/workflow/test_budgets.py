@@ -1,6 +1,7 @@
 """Spend limits on a real dev server and worker, the model at the fake provider: a budget in tokens or
 money refuses the turn that would cross it `budget-exceeded` before the model is asked, with nothing
-recorded; the turns before it answered; `render` reports the request's tokens and cost."""
+recorded; the turns before it answered; `render` reports the request's tokens and cost; a store's budget
+(`THREADLINE_BUDGETS`) bounds each of its conversations."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
-from core.budgets import Price, parse_prices
+from core.budgets import Price, parse_budgets, parse_prices
 from core.errors import ErrorCode, ThreadlineError
+from core.models import Budget
 from core.settings import Settings
 from store.backends.folder import FolderStore
 from store.log.spend import spent
@@ -153,6 +155,37 @@ async def test_threadline_send_takes_a_budget_and_render_prints_the_price(
     assert (1, True) == (wrong.returncode, "invalid-request" in wrong.stderr)
 
 
+async def test_a_store_budget_bounds_every_conversation_of_the_store_beside_their_own(
+    client: Client, settings: Settings, fake: FakeProvider, cid: str
+) -> None:
+    """`THREADLINE_BUDGETS`: each conversation of the store may spend that much, whatever its own budget
+    says; a conversation's own smaller budget still holds."""
+    from activities.providers import build_providers
+
+    settings = dataclasses.replace(settings, budgets={"default": Budget(tokens=520)})
+    env = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": fake.openai_url}
+    fake.add(TURN, TURN)
+    async with (
+        httpx.AsyncClient() as http,
+        build_worker(client, settings, providers=build_providers(settings, http, env=env)),
+    ):
+        tl = await connect(settings, client=client)
+        roomy = tl.conversation("tutor", id=cid, lm=LM, budget={"tokens": 10_000})
+        other = tl.conversation("tutor", id=f"{cid}-2", lm=LM, budget={"tokens": 1})
+        first = await roomy.predict("first")
+        before = records(tl, cid)
+        with pytest.raises(ThreadlineError) as over_store:
+            await roomy.predict("second")
+        with pytest.raises(ThreadlineError) as over_own:
+            await other.predict("first")
+
+    assert "done" == first.state
+    assert ErrorCode.BUDGET_EXCEEDED == over_store.value.code
+    assert ErrorCode.BUDGET_EXCEEDED == over_own.value.code
+    assert before == records(tl, cid)
+    assert [] == records(tl, f"{cid}-2")
+
+
 def test_the_price_table_is_read_from_its_variable() -> None:
     """`THREADLINE_PRICES`: per million tokens; a wrong shape is `invalid-request`."""
     assert {"gpt-4o-mini": Price(0.15, 0.6)} == parse_prices('{"gpt-4o-mini": {"input": 0.15, "output": 0.6}}')
@@ -160,4 +193,9 @@ def test_the_price_table_is_read_from_its_variable() -> None:
     for wrong in ('["x"]', '{"m": {"input": "1"}}', '{"m": {"in": 1}}', "{"):
         with pytest.raises(ThreadlineError) as refused:
             Settings.from_env({"THREADLINE_PRICES": wrong})
+        assert ErrorCode.INVALID_REQUEST == refused.value.code
+    assert {"team": Budget(tokens=5, cost=0.5)} == parse_budgets('{"team": {"tokens": 5, "cost": 0.5}}')
+    for wrong in ('{"team": 5}', '{"team": {"tokens": -1}}', '{"team": {"tokens": "5"}}', '{"team": {"usd": 1}}'):
+        with pytest.raises(ThreadlineError) as refused:
+            Settings.from_env({"THREADLINE_BUDGETS": wrong})
         assert ErrorCode.INVALID_REQUEST == refused.value.code
