@@ -101,6 +101,7 @@ def build_worker(
         streams=opened.streams,
         calls=calls,
         prices=settings.prices,
+        budgets=settings.budgets,
     )
     guided = load_flows((*settings.programs, *settings.flows))  # a module may hold programs and flows
     flows = FlowActivities(logs, guided, models, default_model=settings.model)

@@ -78,6 +78,24 @@ async def test_a_budget_refuses_the_turn_that_would_cross_it_and_records_nothing
     assert pytest.approx(rendered.tokens * 1000.0 / 1_000_000) == rendered.cost
 
 
+async def test_a_send_over_budget_asks_no_topic_classifier_and_records_no_topic(
+    priced: Threadline, fake: FakeProvider, cid: str
+) -> None:
+    """With topics tracked, a send is classified (a model call, recorded) before it is placed: a send over
+    budget is refused before that call too."""
+    chat = priced.conversation("tutor", id=cid, lm=LM, context={"topics": "track"}, budget={"tokens": 520})
+    topic = Reply(outputs={"shift": "continuation", "confidence": 0.9, "result": "fractions"})
+    fake.add(TURN, topic, TURN)
+    await chat.predict("What is 1/2 + 1/3?")  # a first message is a new topic without a model call
+    before, asked = records(priced, cid), len(fake.requests)
+
+    with pytest.raises(ThreadlineError) as refused:
+        await chat.predict("And 1/4?")
+
+    assert ErrorCode.BUDGET_EXCEEDED == refused.value.code
+    assert (before, asked) == (records(priced, cid), len(fake.requests))
+
+
 async def test_render_reports_tokens_and_no_cost_for_a_model_without_a_price(
     priced: Threadline, fake: FakeProvider, cid: str
 ) -> None:
