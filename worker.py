@@ -89,12 +89,23 @@ def build_worker(
     calls = CallWriter(call_logs(settings, opened if stores is None else stores))
     logs = LogCache(opened.records)
     programs = load_programs(settings.programs)
-    transcript = TranscriptActivities(logs, programs, calls=calls)
+    transcript = TranscriptActivities(
+        logs, programs, calls=calls, prices=settings.prices, default_model=settings.model, budgets=settings.budgets
+    )
     models = Providers(observed(providers if providers is not None else default_providers(settings)))
     merges = MergeActivities(logs, programs, models, default_model=settings.model, calls=calls)
     evaluations = EvaluationActivities(programs, load_metrics(settings.programs), models, default_model=settings.model)
     tools, waiting = ToolActivities(logs, programs), WaitingActivities(logs)
-    llm = LLMActivities(logs, programs, models, default_model=settings.model, streams=opened.streams, calls=calls)
+    llm = LLMActivities(
+        logs,
+        programs,
+        models,
+        default_model=settings.model,
+        streams=opened.streams,
+        calls=calls,
+        prices=settings.prices,
+        budgets=settings.budgets,
+    )
     guided = load_flows((*settings.programs, *settings.flows))  # a module may hold programs and flows
     flows = FlowActivities(logs, guided, models, default_model=settings.model)
     records = ConversationActivities(logs, programs)

@@ -14,9 +14,10 @@ from typing import Any
 from temporalio import activity
 
 from core.again_models import AskAgainInput, AskedAgain
+from core.budgets import Prices
 from core.errors import ThreadlineError
 from core.limits import check_turn
-from core.models import BeginInput, Paused, PrepareResult, RenderResult, RunInput, RunResult
+from core.models import BeginInput, Budget, Paused, PrepareResult, RenderResult, RunInput, RunResult
 from core.temporal import coded
 from store.backends.reader import LogCache, now
 from store.backends.streams import Streams
@@ -25,6 +26,7 @@ from store.programs.program import Program
 
 from . import again
 from .again import turn_model
+from .budget import check_budget, quote
 from .callertools import CallerToolTurn, caller_tools
 from .calls import CallWriter
 from .codeturn import CodeTurn
@@ -49,6 +51,8 @@ class LLMActivities:
         default_model: The model string used when neither the conversation nor the send names one.
         streams: Where each store's turns stream their text (a store without one does not stream).
         calls: Where each ended turn's call is logged (by default nowhere).
+        prices: What each model costs per million tokens (`THREADLINE_PRICES`): `render`'s estimate, a `cost` budget.
+        budgets: The budget of every conversation of a store, by store name (`THREADLINE_BUDGETS`).
     """
 
     def __init__(
@@ -60,6 +64,8 @@ class LLMActivities:
         default_model: str = "offline",
         streams: Mapping[str, Streams] | None = None,
         calls: CallWriter | None = None,
+        prices: Prices | None = None,
+        budgets: Mapping[str, Budget] | None = None,
     ) -> None:
         self.logs = logs
         self.programs = dict(programs)
@@ -67,6 +73,8 @@ class LLMActivities:
         self.default_model = default_model
         self.streams = dict(streams or {})
         self.calls = calls or CallWriter({})
+        self.prices = dict(prices or {})
+        self.budgets = dict(budgets or {})
 
     @activity.defn(name="run_turn")
     @coded
@@ -99,7 +107,26 @@ class LLMActivities:
         """Before a send is placed: classify its topic (and place it by topic under `branch`). The
         classification is kept in the log before it is used, so a retry pays for it once."""
         check_turn(input.config, input.send)  # before a model is asked or anything is recorded
-        return await (await self._preparer(input)).prepare(input.config, input.send, record=True)
+        preparer = await self._preparer(input)
+        await self._within_budget(input, preparer)  # the classifier is a model call, its topic a record
+        return await preparer.prepare(input.config, input.send, record=True)
+
+    async def _within_budget(self, input: BeginInput, preparer: Preparer) -> None:
+        """Refuse `budget-exceeded` when the send, placed as it says (its topic not yet known), would
+        exceed its conversation's or its store's budget; `begin_turn` checks again once it is placed."""
+        config, send = input.config, input.send
+        budgets = (send.budget or config.budget, self.budgets.get(config.store))
+        if not any(budgets):
+            return
+        program = find_program(self.programs, send.program or config.program)
+        request = turn_request(config, send, program.validate_inputs(send.inputs))
+        log = await preparer.conversation.read()
+        model = send.lm or config.lm or self.default_model
+        plan = plan_turn(log, program, request, model=split_model(model)[1], now=now())
+        if isinstance(plan.decided, Begin):
+            asked = quote(plan.request, request.inputs, self.prices, model)
+            for budget in budgets:
+                check_budget(budget, log, asked, self.prices, model=model, default=self.default_model)
 
     @activity.defn(name="summarise_branch")
     @coded
@@ -126,12 +153,15 @@ class LLMActivities:
         decided = plan.decided
         if not isinstance(decided, Begin):
             return RenderResult(model=model, parent=None, waits_for=getattr(decided, "turn", None))
+        asked = quote(plan.request, request.inputs, self.prices, model)
         return RenderResult(  # a program with code makes its helpers' requests as it runs: no request here
             model=model,
             parent=decided.parent,
             shown=decided.shown.turns,
             sections=decided.shown.sections,
             request=request_body(model, plan.request) if plan.request is not None else None,
+            tokens=asked.tokens,
+            cost=asked.cost,
         )
 
     @activity.defn(name="ask_again")

@@ -9,17 +9,20 @@ conditional on the log it was decided on.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import structlog
 from temporalio import activity
 
+from core.budgets import Prices
 from core.errors import ErrorCode, ThreadlineError
 from core.limits import check_turn
 from core.models import (
     BeginInput,
     BeginResult,
+    Budget,
     ConversationConfig,
     Ended,
     Interrupted,
@@ -35,15 +38,17 @@ from core.models import (
 from core.temporal import coded
 from store.backends.reader import LogCache, now
 from store.log.state import Log, Turn
-from store.log.turns import Busy, Existing, Steered, failed_record, stop_records, unowned
+from store.log.turns import Begin, Busy, Existing, Steered, failed_record, stop_records, unowned
 from store.log.turns import begin_turn as decide_turn
 from store.programs.code import refuse
 from store.programs.program import Program
 from store.records import Record, head_record, iso
 
+from .budget import check_budget, quote
 from .calls import CallWriter
+from .language_model import split_model
 from .outcomes import outcome_of
-from .plan import turn_request
+from .plan import request_of, turn_request
 
 logger = structlog.get_logger(__name__)
 
@@ -57,12 +62,27 @@ class TranscriptActivities:
         logs: The worker's conversation logs, by store.
         programs: The programs by name.
         calls: Where each ended turn's call is logged (by default nowhere).
+        prices: What each model costs per million tokens (`THREADLINE_PRICES`), for a budget's `cost`.
+        default_model: The model of a send and conversation that name none (`THREADLINE_MODEL`).
+        budgets: The budget of every conversation of a store, by store name (`THREADLINE_BUDGETS`).
     """
 
-    def __init__(self, logs: LogCache, programs: Mapping[str, Program], *, calls: CallWriter | None = None) -> None:
+    def __init__(
+        self,
+        logs: LogCache,
+        programs: Mapping[str, Program],
+        *,
+        calls: CallWriter | None = None,
+        prices: Prices | None = None,
+        default_model: str = "offline",
+        budgets: Mapping[str, Budget] | None = None,
+    ) -> None:
         self.logs = logs
         self.programs = dict(programs)
         self.calls = calls or CallWriter({})
+        self.prices = dict(prices or {})
+        self.default_model = default_model
+        self.budgets = dict(budgets or {})
 
     def program(self, name: str) -> Program:
         """The program named `name` (`program-unknown` if it is not registered on this worker)."""
@@ -99,6 +119,9 @@ class TranscriptActivities:
                 return BeginResult(
                     kind="existing", turn=existing.id, parent=existing.parent, outcome=outcome, store_id=store_id
                 )
+            if isinstance(decided, Begin):  # before the model is asked and before anything is recorded
+                budgets = (send.budget or config.budget, self.budgets.get(config.store))
+                self.check_budget(log, program, decided, request.inputs, budgets=budgets, lm=send.lm or config.lm)
             try:
                 await conversation.append(decided.records, expect=decided.expect)
             except ThreadlineError as err:
@@ -112,6 +135,30 @@ class TranscriptActivities:
                 )
             logger.info("turn.begun", conversation=config.conversation, turn=decided.turn, parent=decided.parent)
             return BeginResult(kind="begun", turn=decided.turn, parent=decided.parent, records=log.n, store_id=store_id)
+
+    def check_budget(
+        self,
+        log: Log,
+        program: Program,
+        decided: Begin,
+        inputs: Mapping[str, Any],
+        *,
+        budgets: Sequence[Budget | None],
+        lm: str | None,
+    ) -> None:
+        """Refuse `budget-exceeded` when the conversation's spending plus the request `decided` makes would
+        exceed one of `budgets` (its own, its store's): the same request `run_turn` builds from the log."""
+        if not any(budgets):
+            return
+        model = lm or self.default_model
+        made = (
+            None
+            if program.kind == "module"
+            else request_of(program, decided.shown, inputs, model=split_model(model)[1])
+        )
+        asked = quote(made, inputs, self.prices, model)
+        for budget in budgets:
+            check_budget(budget, log, asked, self.prices, model=model, default=self.default_model)
 
     @activity.defn(name="owned_turns")
     @coded

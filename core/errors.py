@@ -62,6 +62,7 @@ class ErrorCode(StrEnum):
     SCHEDULE_UNKNOWN = "schedule-unknown"
     SCHEDULE_INVALID = "schedule-invalid"
     SCHEDULE_EXISTS = "schedule-exists"
+    BUDGET_EXCEEDED = "budget-exceeded"
     INTERNAL = "internal"
 
     @classmethod

@@ -124,6 +124,14 @@ class HelperMemory(Compact):
         return {"mode": value} if isinstance(value, str) else value
 
 
+class Budget(Model):
+    """What a conversation may spend in all (`core.budgets`): `tokens` (read and written, every turn of every
+    branch) and `cost` (in the price table's currency, `THREADLINE_PRICES`); None is no limit on it."""
+
+    tokens: int | None = Field(default=None, ge=0)
+    cost: float | None = Field(default=None, ge=0)
+
+
 class ConversationConfig(Compact):
     """What a conversation workflow needs to know of itself; set by the client that starts it."""
 
@@ -158,6 +166,8 @@ class ConversationConfig(Compact):
     earlier_without: tuple[str, ...] = ()
     """Outputs the program now writes that earlier turns lack (reasoning turned on, a first tool): they are
     shown without them instead of the send being refused `conversation-signature`."""
+    budget: Budget | None = None
+    """What the conversation may spend; a turn that would exceed it is refused `budget-exceeded` (None: no limit)."""
 
 
 class CallerTool(Model):
@@ -202,6 +212,10 @@ class TurnSend(Compact):
     tools: list[CallerTool] = Field(default_factory=list, max_length=64)
     """Functions the caller runs (recorded with the turn as `settings.tools`): the model may call them, and
     the turn then waits for their outputs."""
+
+    budget: Budget | None = None
+    """The sender's budget for the conversation (None: the conversation's); a handle's travels with each send,
+    so a conversation reopened by its next send keeps it."""
 
     def memory(self, config: ConversationConfig) -> dict[str, HelperMemory]:
         """The helpers' memory this send runs with: its own, else the conversation's."""
@@ -525,6 +539,10 @@ class RenderResult(Model):
     sections: list[str] = []
     request: dict[str, Any] | None = None
     """The provider's JSON body, exactly as the model call would send it; None while the send would wait."""
+    tokens: int | None = None
+    """The request's input tokens, estimated (four characters a token), as a budget counts them."""
+    cost: float | None = None
+    """What reading the request costs, estimated from `THREADLINE_PRICES` (None: the model has no price)."""
 
 
 class WatchInput(Compact):

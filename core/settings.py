@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from .budgets import Price, parse_budgets, parse_prices
 from .encryption import EncryptionKeys
 from .errors import ErrorCode, ThreadlineError
+from .models import Budget
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 DEFAULT_TASK_QUEUE = "threadline"
@@ -182,6 +184,12 @@ class Settings:
     workflow_cache: int = DEFAULT_WORKFLOW_CACHE
     """`THREADLINE_WORKFLOW_CACHE`: how many conversations a worker keeps in memory between turns (least
     recently used go; an evicted one replays its current run at its next turn); 0 keeps none."""
+    prices: dict[str, Price] = field(default_factory=dict)
+    """`THREADLINE_PRICES={"model": {"input": X, "output": Y}}`: what a model costs per million tokens read and
+    written (a conversation's `cost` budget and `render`'s estimate use it; a model not listed has no price)."""
+    budgets: dict[str, Budget] = field(default_factory=dict)
+    """`THREADLINE_BUDGETS={"store": {"tokens": N, "cost": X}}`: the budget of every conversation of a store,
+    checked beside the conversation's own."""
     metrics_bind: str | None = None
     """`THREADLINE_METRICS_BIND=host:port`: serve Prometheus metrics on `http://host:port/metrics` (the
     Temporal SDK's and Threadline's; `--metrics-port` of `worker`, `dev` and `serve` binds loopback)."""
@@ -210,6 +218,8 @@ class Settings:
             turns_per_run=_positive(env, "THREADLINE_TURNS_PER_RUN", DEFAULT_TURNS_PER_RUN),
             encryption=EncryptionKeys.from_env(env),
             metrics_bind=env.get("THREADLINE_METRICS_BIND") or None,
+            prices=parse_prices(env.get("THREADLINE_PRICES", "")),
+            budgets=parse_budgets(env.get("THREADLINE_BUDGETS", "")),
         )
 
     def payloads_spec(self) -> StoreSpec:

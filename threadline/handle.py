@@ -95,6 +95,7 @@ class Handle:
             approve=approve_rule(options.approve) if options.approve is not None else config.approve,
             remembers=config.remembers,
             earlier_without=config.earlier_without,
+            budget=config.budget,
             metadata=dict(options.metadata or {}),
             tools=[CallerTool.model_validate(t) for t in options.tools],
         )

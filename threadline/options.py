@@ -19,7 +19,7 @@ from typing import Any, TypedDict, Unpack
 from core.context import ContextRule
 from core.deadlines import parse_approve
 from core.errors import ErrorCode, ThreadlineError
-from core.models import MAX_REQUEST_ID, ApproveRule, ConversationConfig, Sends
+from core.models import MAX_REQUEST_ID, ApproveRule, Budget, ConversationConfig, Sends
 from core.settings import Settings
 
 from .coding import remembers_of
@@ -30,6 +30,21 @@ def approve_rule(approve: ApproveRule | list[str] | Mapping[str, Any]) -> Approv
     deadline is checked, `invalid-request` when it is wrong)."""
     parsed = parse_approve(dict(approve) if isinstance(approve, Mapping) else approve)
     return tuple(parsed) if isinstance(parsed, list) else typing.cast(ApproveRule, parsed)
+
+
+def budget_of(budget: Budget | Mapping[str, Any] | None) -> Budget | None:
+    """A budget as it crosses the wire (`invalid-request` when it is not `{"tokens": N, "cost": X}`)."""
+    if budget is None or isinstance(budget, Budget):
+        return budget
+    unknown = sorted(set(budget) - set(Budget.model_fields))
+    try:
+        if unknown:
+            raise ValueError(f"a budget has no field {', '.join(map(repr, unknown))}")
+        return Budget.model_validate(dict(budget))
+    except ValueError as err:
+        raise ThreadlineError(
+            ErrorCode.INVALID_REQUEST, f'a budget is {{"tokens": N, "cost": X}} of 0 or more: {err}'
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +81,7 @@ class ConversationKeywords(TypedDict, total=False):
     waiting_check_s: float | None
     remembers: Mapping[Any, Any] | None
     earlier_without: Sequence[str]
+    budget: Budget | Mapping[str, Any] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +113,9 @@ class ConversationOptions:
     `threadline.remember(..., steps=True)`, or `"own"` for a conversation its code uses."""
     earlier_without: Sequence[str] = ()
     """Outputs the program now writes that earlier turns lack (`["reasoning"]`)."""
+    budget: Budget | Mapping[str, Any] | None = None
+    """What the conversation may spend in all, `{"tokens": N, "cost": X}` (`cost` in `THREADLINE_PRICES`'
+    currency): a turn that would exceed it is refused `budget-exceeded` before its model is asked."""
 
     def replace(self, **given: Unpack[ConversationKeywords]) -> ConversationOptions:
         """These options with the fields `given` changed."""
@@ -123,5 +142,6 @@ class ConversationOptions:
             approval_timeout_s=self.approval_timeout_s,
             remembers=remembers_of(self.remembers),
             earlier_without=tuple(self.earlier_without),
+            budget=budget_of(self.budget),
             **({} if self.waiting_check_s is None else {"waiting_check_s": self.waiting_check_s}),
         )

@@ -23,6 +23,7 @@ CHOICES: dict[str, Any] = {
     "waiting_check_s": 2.0,
     "remembers": {"answer": "conversation"},
     "earlier_without": ["reasoning"],
+    "budget": {"tokens": 1000, "cost": 0.5},
 }
 
 

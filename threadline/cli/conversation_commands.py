@@ -66,6 +66,11 @@ def _add_send(commands: Subcommands, common: argparse.ArgumentParser) -> None:
         'with a deadline: \'{"within": "PT1H", "then": "deny"}\'',
     )
     add_code_options(send)
+    send.add_argument(
+        "--budget",
+        metavar="JSON",
+        help='what the conversation may spend: \'{"tokens": 50000, "cost": 0.5}\' (refused budget-exceeded beyond)',
+    )
     send.add_argument("--no-wait", action="store_true", help="print the turn id once placed; do not wait")
     send.set_defaults(run=run_send)
 
@@ -170,13 +175,27 @@ def approve_option(text: str | None) -> Any:
         raise ThreadlineError(ErrorCode.INVALID_REQUEST, message) from None
 
 
+def budget_option(text: str | None) -> Any:
+    """`--budget`: a JSON object `{"tokens": N, "cost": X}` (`invalid-request` for anything else)."""
+    from threadline.options import budget_of
+
+    if text is None:
+        return None
+    try:
+        return budget_of(json.loads(text))
+    except (json.JSONDecodeError, AttributeError, TypeError):
+        message = '--budget is a JSON object: {"tokens": N, "cost": X}'
+        raise ThreadlineError(ErrorCode.INVALID_REQUEST, message) from None
+
+
 async def run_send(args: argparse.Namespace, out: Output) -> int:
     """Send a turn; print how it ended (or, with `--no-wait`, where it was placed, or that it is queued)."""
     from threadline.delivery import Queued
 
     settings = env_settings()
     inputs = message_inputs(args.message, args.program, settings)
-    chat = await open_conversation(args, settings, sends=args.sends, **code_options(args))
+    budget = budget_option(args.budget)
+    chat = await open_conversation(args, settings, sends=args.sends, budget=budget, **code_options(args))
     if args.from_turn:
         chat = chat.continue_from(args.from_turn)
     async with Progress.on_stderr() as progress:

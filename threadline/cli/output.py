@@ -238,6 +238,10 @@ def render_text(data: Mapping[str, Any]) -> str:
         rows.append(("waits for", f"{data['waits_for']} (still running)"))
     if data["sections"]:
         rows.append(("sections", f"{len(data['sections'])} (a summary of the turns not shown)"))
+    if data.get("tokens") is not None:
+        cost = data.get("cost")
+        rows.append(("tokens", f"about {data['tokens']} read"))
+        rows.append(("cost", "no price for this model" if cost is None else f"about {cost:.6g}"))
     if data["request"] is None and data["waits_for"]:
         return fields(rows) + "\n\nThe send would wait for that turn to end; render again once it has."
     if data["request"] is None:  # a program with code: its helpers' requests are made as its code runs

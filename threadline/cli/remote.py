@@ -173,6 +173,8 @@ class RemoteConversation:
         code: dict[str, Any] = {"earlier_without": list(config.earlier_without) or None, "remembers": None}
         if config.remembers:
             code["remembers"] = {name: memory.model_dump() for name, memory in config.remembers.items()}
+        if config.budget is not None:
+            code["budget"] = config.budget.model_dump()
         return {"program": config.program, "sends": sends, "continue_from": self.continue_after, **code}
 
     async def outcome(self, request_id: str) -> TurnOutcome:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from core.context import ContextRule
 from core.models import Sends
@@ -60,6 +60,15 @@ ContextRequest = Annotated[ContextRule, BeforeValidator(_known_fields)]
 """What a turn is shown of the earlier turns: `ContextRule` itself, with unknown fields refused."""
 
 
+class BudgetRequest(RequestBody):
+    """What a conversation may spend in all: a turn that would exceed it is refused `budget-exceeded` (409)."""
+
+    tokens: int | None = Field(default=None, ge=0)
+    """Tokens read and written by every turn (the reported usage), plus the next request's estimate."""
+    cost: float | None = Field(default=None, ge=0)
+    """Money, in `THREADLINE_PRICES`' currency (every model the conversation uses needs a price)."""
+
+
 class CreateConversationRequest(RequestBody):
     """A conversation: with `program` alone, only a handle (nothing is started or recorded until its first
     turn); the article's body (`system_prompt`, `metadata`, or no `program`: the general `chat` program)
@@ -86,6 +95,9 @@ class CreateConversationRequest(RequestBody):
     sends: Sends = "queue"
     context: ContextRequest | None = None
     lm: str | None = None
+    budget: BudgetRequest | None = None
+    """What the conversation may spend; kept while its workflow runs (send it with each turn to keep it
+    after the conversation closed for idleness)."""
 
 
 class RememberRequest(RequestBody):
@@ -151,6 +163,8 @@ class TurnRequest(RequestBody):
     """Outputs the program now writes that earlier turns lack (`["reasoning"]`): shown without them."""
     remembers: dict[str, Literal["conversation", "turn", "own"] | RememberRequest] | None = None
     """A program with code's helpers' memory by helper name (`{"answer": "conversation"}`)."""
+    budget: BudgetRequest | None = None
+    """What the conversation may spend (unset: the budget it was created with)."""
     wait: bool = False
     """Answer 200 with the outcome once the turn ended (or waits for a person), instead of 202 once placed."""
 

@@ -93,7 +93,13 @@ async def create_conversation(request: Request, body: m.CreateConversationReques
     `program`: the general `chat`), also record its setup, which every turn is shown."""
     _allow(request, body.store)
     chat = _tl(request).conversation(
-        body.program or DEFAULT_PROGRAM, body.id, store=body.store, sends=body.sends, context=body.context, lm=body.lm
+        body.program or DEFAULT_PROGRAM,
+        body.id,
+        store=body.store,
+        sends=body.sends,
+        context=body.context,
+        lm=body.lm,
+        budget=body.budget.model_dump() if body.budget is not None else None,
     )
     created = None
     if body.program is None or body.system_prompt is not None or body.metadata is not None:
@@ -137,7 +143,8 @@ async def send_turn(chat: Chat, body: m.TurnRequest, response: Response) -> m.Pl
 def _code_settings(body: m.TurnRequest) -> dict[str, Any]:
     """The send's `earlier_without` and `remembers`, as `Threadline.conversation` takes them."""
     remembers = {k: v if isinstance(v, str) else v.model_dump() for k, v in (body.remembers or {}).items()}
-    return {"earlier_without": tuple(body.earlier_without or ()), "remembers": remembers}
+    budget = body.budget.model_dump() if body.budget is not None else None
+    return {"earlier_without": tuple(body.earlier_without or ()), "remembers": remembers, "budget": budget}
 
 
 async def _send(how: Callable[..., Awaitable[T]], body: m.TurnRequest) -> T:

@@ -18,6 +18,7 @@ STATUS: dict[str, int] = {
     ErrorCode.TURN_UNFINISHED: 409,
     ErrorCode.TURN_WAITING: 409,
     ErrorCode.CANCELLED: 409,
+    ErrorCode.BUDGET_EXCEEDED: 409,  # the conversation's state refuses it (as `conversation-closed`)
     ErrorCode.APPROVAL_UNKNOWN: 404,
     ErrorCode.SCHEDULE_UNKNOWN: 404,
     ErrorCode.SCHEDULE_EXISTS: 409,
