@@ -176,6 +176,8 @@ class ConversationWorkflow:
             elif self.turns.ready():
                 await self.admission.admit(self.state.pending[0])
             elif self._time_to_continue() and await self._drained(waits=True):
+                if self.state.closed and workflow.patched("closed-ends-before-continuing"):
+                    continue  # closed while draining: the run ends (at the top), it does not go on as new
                 upkeep.publish(self.state.attributes(), force=True)
                 run_ended()
                 workflow.continue_as_new(self.state.carried(waiting=self.turns.acting.carried()))
