@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 NODE_CLIENT := tests/clients/node
 
-.PHONY: run test pytest node-client chromium check lint typecheck fmt conformance bench dev clean
+.PHONY: run test pytest node-client chromium prometheus check lint typecheck fmt conformance bench dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,7 @@ $(BIN)/.installed: pyproject.toml | $(BIN)/python
 
 test: lint typecheck pytest
 
-pytest: $(BIN)/.installed node-client chromium
+pytest: $(BIN)/.installed node-client chromium prometheus
 	$(BIN)/pytest -n auto $(PYTEST_ARGS)
 
 # The TypeScript client's packages, from its package-lock.json, when Node.js is there (its test skips otherwise).
@@ -37,6 +37,12 @@ node-client:
 chromium:
 	@if ! command -v chromium >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi
+
+# The dashboard test runs the Grafana dashboard's queries against Debian's Prometheus (which also brings
+# promtool, for the alert rules): installed when missing, as root on Debian (the test skips elsewhere).
+prometheus:
+	@if ! command -v prometheus >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; fi
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
