@@ -167,6 +167,10 @@ class Prometheus:
         """Every metric name Prometheus holds samples of."""
         return set(self._get("/api/v1/label/__name__/values", {}))
 
+    def version(self) -> str:
+        """Prometheus' version, as it reports it."""
+        return str(self._get("/api/v1/status/buildinfo", {})["version"])
+
     def scraped(self, count: int = 2) -> None:
         """Wait until every target was scraped `count` times more (what was counted is now stored)."""
         time.sleep(count * self.scrape + 0.2)

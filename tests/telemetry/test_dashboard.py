@@ -58,7 +58,7 @@ async def _scraped(
         with Prometheus(stack.jobs(), log=root / "prometheus.log") as prometheus:
             await asyncio.to_thread(stack.wait_ready)
             start = time.time()
-            await one_round(await connect(settings, client=env.client), stack, outage=outage)
+            await one_round(await connect(settings, client=env.client), stack, outage=0.0 if outage else None)
             await asyncio.to_thread(prometheus.scraped)
             yield Scraped(prometheus, start - 5, time.time(), outage)
     finally:

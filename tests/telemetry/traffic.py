@@ -65,10 +65,11 @@ class Stack:
         self.worker.stop()
 
 
-async def one_round(tl: Threadline, stack: Stack, *, outage: bool = False) -> None:
+async def one_round(tl: Threadline, stack: Stack, *, outage: float | None = None) -> None:
     """Turns with tool calls over HTTP, a claim-checked message, and turns waiting for a person: one
     answered after a second (a send refused meanwhile), one stopped, one left waiting; with `outage`,
-    then a send during a second of real store outage (root only: `outage_possible`)."""
+    then a send during a real store outage that lasts until the worker counted a failed append and
+    `outage` seconds more (root only: `outage_possible`)."""
     tag = uuid.uuid4().hex[:8]
     await asyncio.gather(
         _http_turns(stack.service.url, f"dash-http-{tag}"),
@@ -77,8 +78,8 @@ async def one_round(tl: Threadline, stack: Stack, *, outage: bool = False) -> No
         _stopped(tl, f"dash-stopped-{tag}"),
         _waiting(tl, f"dash-waiting-{tag}"),
     )
-    if outage:
-        await _outage(tl, stack, f"dash-outage-{tag}")
+    if outage is not None:
+        await _outage(tl, stack, f"dash-outage-{tag}", outage)
 
 
 def outage_possible(settings: Settings) -> bool:
@@ -123,8 +124,8 @@ async def _waiting(tl: Threadline, cid: str) -> None:
     await _until_waiting(tl, cid)
 
 
-async def _outage(tl: Threadline, stack: Stack, cid: str) -> None:
-    """The store's log folder unwritable until the worker counted a failed append (then given back)."""
+async def _outage(tl: Threadline, stack: Stack, cid: str, more: float) -> None:
+    """The store's log folder unwritable until the worker counted a failed append, and `more` seconds."""
     folder = stack.settings.store_folder("default")
     fault: Outage = ReadOnlyMount(folder) if can_mount() else Immutable(folder)
     before = sample(scrape(stack.worker_port), ERRORS)
@@ -135,5 +136,6 @@ async def _outage(tl: Threadline, stack: Stack, cid: str) -> None:
         while sample(scrape(stack.worker_port), ERRORS) <= before:
             assert time.monotonic() < deadline, "no failed append was counted"
             await asyncio.sleep(0.2)
+        await asyncio.sleep(more)
     finally:
         fault.end()
