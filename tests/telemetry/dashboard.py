@@ -66,33 +66,32 @@ async def record(root: Path, minutes: float) -> Recorded:
         search_attributes=list(SEARCH_ATTRIBUTE_KEYS),
         ip="127.0.0.1",
     )
-    settings = dataclasses.replace(
-        Settings.from_env({}),
-        data=root / "data",
-        stores={"default": root / "data" / "store"},
-        address=env.client.service_client.config.target_host,
-        task_queue=f"dashboard-{uuid.uuid4()}",
-        payloads=root / "payloads",
-        programs=("tests.support.acting_programs",),
-    )
-    outage, stack = outage_possible(settings), Stack(settings, root / "logs")
-    try:
-        with Prometheus(stack.jobs(), scrape=SCRAPE_S, log=root / "prometheus.log") as prometheus:
-            await asyncio.to_thread(stack.wait_ready)
-            tl = await connect(settings, client=env.client)
-            start = time.time()
-            while time.time() < start + 60 * minutes:
-                now = outage and time.time() > start + 30 * minutes  # once, halfway through
-                await one_round(tl, stack, outage=OUTAGE_S if now else None)
-                outage = outage and not now
-            await asyncio.to_thread(prometheus.scraped)
-            end = time.time()
-            shown = await asyncio.to_thread(lambda: [(p, query(prometheus, p, start, end)) for p in panels()])
-            version = await asyncio.to_thread(prometheus.version)
-    finally:
-        stack.stop()
-        await env.shutdown()
-    return Recorded(shown, (start, end), version)
+    async with env:
+        settings = dataclasses.replace(
+            Settings.from_env({}),
+            data=root / "data",
+            stores={"default": root / "data" / "store"},
+            address=env.client.service_client.config.target_host,
+            task_queue=f"dashboard-{uuid.uuid4()}",
+            payloads=root / "payloads",
+            programs=("tests.support.acting_programs",),
+        )
+        outage, stack = outage_possible(settings), Stack(settings, root / "logs")
+        try:
+            with Prometheus(stack.jobs(), scrape=SCRAPE_S, log=root / "prometheus.log") as prometheus:
+                await asyncio.to_thread(stack.wait_ready)
+                tl = await connect(settings, client=env.client)
+                start = time.time()
+                while time.time() < start + 60 * minutes:
+                    now = outage and time.time() > start + 30 * minutes  # once, halfway through
+                    await one_round(tl, stack, outage=OUTAGE_S if now else None)
+                    outage = outage and not now
+                await asyncio.to_thread(prometheus.scraped)
+                end = time.time()
+                shown = await asyncio.to_thread(lambda: [(p, query(prometheus, p, start, end)) for p in panels()])
+                return Recorded(shown, (start, end), await asyncio.to_thread(prometheus.version))
+        finally:
+            stack.stop()
 
 
 def main() -> None:

@@ -120,7 +120,8 @@ class Prometheus:
         (self.folder / "prometheus.yml").write_text(yaml.safe_dump(config))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self._out = (log or self.folder / "prometheus.log").open("ab")
+        self.log = log or self.folder / "prometheus.log"
+        self._out = self.log.open("ab")
         command = [
             found,
             f"--config.file={self.folder / 'prometheus.yml'}",
@@ -130,7 +131,11 @@ class Prometheus:
         self.process = subprocess.Popen(command, stdout=self._out, stderr=self._out)
 
     def __enter__(self) -> Prometheus:
-        self.wait_ready()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()  # one that never became ready is stopped all the same
+            raise
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -142,7 +147,8 @@ class Prometheus:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 self._out.close()
-                raise RuntimeError(f"prometheus exited with {self.process.returncode}")
+                said = self.log.read_text(errors="replace").splitlines()[-3:]
+                raise RuntimeError(f"prometheus exited with {self.process.returncode}: " + "\n".join(said))
             try:
                 if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
                     return
