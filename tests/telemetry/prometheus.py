@@ -177,9 +177,17 @@ class Prometheus:
         """Prometheus' version, as it reports it."""
         return str(self._get("/api/v1/status/buildinfo", {})["version"])
 
-    def scraped(self, count: int = 2) -> None:
-        """Wait until every target was scraped `count` times more (what was counted is now stored)."""
-        time.sleep(count * self.scrape + 0.2)
+    def scraped(self, count: int = 2, timeout: float = 60.0) -> None:
+        """Wait until every target was scraped `count` times from now on (what they counted is stored)."""
+        since = time.time()
+        deadline = time.monotonic() + timeout
+        while True:
+            last = self._get("/api/v1/query", {"query": "min(timestamp(up))"})["result"]
+            if last and float(last[0]["value"][1]) >= since + (count - 1) * self.scrape:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the targets were not scraped {count} times in {timeout} s")
+            time.sleep(self.scrape / 4)
 
     def query_range(self, expr: str, start: float, end: float, step: float) -> list[Series]:
         """`expr` from `start` to `end` (unix seconds), one point every `step` seconds.

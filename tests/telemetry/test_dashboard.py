@@ -18,7 +18,15 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 from core.settings import Settings
-from tests.telemetry.prometheus import DASHBOARD, Panel, Prometheus, binary, legend, panels, problems
+from tests.telemetry.prometheus import (
+    DASHBOARD,
+    Panel,
+    Prometheus,
+    binary,
+    legend,
+    panels,
+    problems,
+)
 from tests.telemetry.traffic import ERRORS, Stack, one_round, outage_possible
 from threadline.client import connect
 
@@ -59,18 +67,19 @@ async def _scraped(
             await asyncio.to_thread(stack.wait_ready)
             start = time.time()
             await one_round(await connect(settings, client=env.client), stack, outage=0.0 if outage else None)
-            await asyncio.to_thread(prometheus.scraped)
+            await asyncio.to_thread(prometheus.scraped, 3)
             yield Scraped(prometheus, start - 5, time.time(), outage)
     finally:
         stack.stop()
 
 
 def _series(scraped: Scraped, panel: Panel) -> list[str]:
-    """The legends of the series the panel shows over the round."""
+    """The legends of the series the panel shows over the round (rates over a minute: a counter that
+    first appears at the round's end has two samples in its window however the scrapes fell)."""
     prometheus, step = scraped.prometheus, 1.0
     shown = []
     for target in panel.targets:
-        expr = target.expr.replace("$__rate_interval", "5s")
+        expr = target.expr.replace("$__rate_interval", "1m")
         shown += [legend(target, s.labels) for s in prometheus.query_range(expr, scraped.start, scraped.end, step)]
     return shown
 
@@ -79,10 +88,10 @@ def test_every_panel_query_runs_and_selects_only_metrics_the_processes_export(sc
     """Prometheus accepts each panel's expression and holds samples of every metric it selects (the
     store's append errors only once a real outage made one: as root)."""
     found = problems(scraped.prometheus, panels(), scraped.start, scraped.end)
+    if not scraped.outage:  # no append failed, so that counter has no series yet
+        found = [p for p in found if not p.endswith(f"no such metric on any target: {ERRORS}")]
 
-    unexercised = [] if scraped.outage else [p for p in found if p.endswith(f"no such metric on any target: {ERRORS}")]
-    assert len(unexercised) <= 1
-    assert [] == [p for p in found if p not in unexercised]
+    assert [] == found
 
 
 def test_a_broken_expression_or_an_unknown_metric_is_found(scraped: Scraped) -> None:
@@ -103,7 +112,8 @@ def test_a_broken_expression_or_an_unknown_metric_is_found(scraped: Scraped) -> 
 def test_the_panels_show_the_round_of_traffic(scraped: Scraped) -> None:
     """Turns done, refused and abandoned (a waiting turn stopped); both tools called; a send refused; a
     stop; a turn still waiting for a person and the conversations open (series though no wait or run
-    has ended yet); bytes claim-checked; Temporal's own metrics from both processes."""
+    has ended yet); bytes claim-checked; Temporal's own metrics from both processes; as root, the
+    outage's failed appends."""
     by_title = {panel.title: _series(scraped, panel) for panel in panels()}
 
     assert {"done", "refused", "abandoned"} <= set(by_title["Turns by state"])
@@ -116,3 +126,4 @@ def test_the_panels_show_the_round_of_traffic(scraped: Scraped) -> None:
     assert [] != by_title["Claim-checked bytes"]
     assert [] != by_title["Model call latency"]
     assert [] != by_title["Approval wait time"]
+    assert (["store-unavailable"] if scraped.outage else []) == by_title["Store append errors"]
