@@ -22,10 +22,19 @@ KEY = "sk-test-4d1f0c9e"
 """A provider key in the workers' environment: never in a span or a metric."""
 
 
+_GIVEN: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port nothing listens on, never one this process handed out before: the process
+    given an earlier one may still be starting, its port free until it binds it."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
 
 
 def telemetry_env(receiver: Receiver, service: str, metrics_port: int, **more: str) -> dict[str, str]:
