@@ -101,8 +101,8 @@ def binary() -> str | None:
 
 
 class Prometheus:
-    """`prometheus` on a free loopback port, scraping `jobs` (job name: `host:port` targets) every
-    `scrape` seconds, its data in a temporary folder removed when it stops."""
+    """`prometheus` on a free loopback port, scraping `jobs` (the deployment's job names: `host:port`
+    targets on loopback) every `scrape` seconds, its data in a temporary folder removed when it stops."""
 
     def __init__(self, jobs: dict[str, list[str]], *, scrape: float = 1.0, log: Path | None = None) -> None:
         found = binary()
@@ -114,6 +114,9 @@ class Prometheus:
         interval = f"{round(scrape * 1000)}ms"
         config["global"] = {"scrape_interval": interval, "evaluation_interval": interval}
         config["rule_files"] = [str(DEPLOYED / "alerts.yml")]
+        deployed = sorted(c["job_name"] for c in config["scrape_configs"])
+        if deployed != sorted(jobs):  # panels name series by job: these must be the deployment's
+            raise ValueError(f"scrape jobs {sorted(jobs)} are not deploy/prometheus/prometheus.yml's {deployed}")
         config["scrape_configs"] = [
             {"job_name": job, "static_configs": [{"targets": targets}]} for job, targets in jobs.items()
         ]
