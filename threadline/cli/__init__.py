@@ -69,8 +69,10 @@ def run(argv: Sequence[str] | None = None) -> int:
 
     out = Output.for_stdout(json=getattr(args, "json", False))
     # The demo's conversation is what `make run` shows: its workers' info lines would interleave with it.
-    serving = args.command in {"dev", "worker", "serve"} and not getattr(args, "demo", False)
-    logs.configure("info" if serving else "warning")
+    runs_services = args.command in {"dev", "worker", "serve"}
+    serving = runs_services and not getattr(args, "demo", False)
+    # A command that only asks a service imports structlog when it first logs (most never do).
+    logs.configure("info" if serving else "warning", lazy=not runs_services)
     _core_logs_to_stderr()
     command: Command = args.run
     try:
