@@ -41,8 +41,10 @@ ROOT = Path(__file__).resolve().parent.parent
 HELP_TARGET_S = 0.3
 SEND_TARGET_S = 0.8
 
+# It ends as `threadline` does (flushed, then `os._exit`): interpreter teardown can abort a finished
+# command when the client's Rust threads call into it (temporalio/sdk-python#300).
 _BARE_SEND = """\
-import asyncio, sys, uuid
+import asyncio, os, sys, uuid
 from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 
@@ -56,6 +58,8 @@ async def main(address, queue, cid, path):
     print(await client.execute_update_with_start_workflow("turn", send, start_workflow_operation=start))
 
 asyncio.run(main(*sys.argv[1:]))
+sys.stdout.flush()
+os._exit(0)
 """
 
 

@@ -20,6 +20,7 @@ from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from .docstrings import describe_fields
 from .errors import ErrorCode, ThreadlineError
 
 Calls: TypeAlias = Literal["changes", "all"] | tuple[str, ...]
@@ -57,7 +58,7 @@ def seconds_of(value: Any) -> float:
 
 
 class _Part(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="ignore", json_schema_extra=describe_fields)
 
     @field_validator("within", "remind_every", mode="before", check_fields=False)
     @classmethod

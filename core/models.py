@@ -22,6 +22,7 @@ from pydantic import (
 from .context import ONCE as ONCE
 from .context import ContextRule, compacted
 from .deadlines import ApprovalDeadline, DeadlineClock
+from .docstrings import describe_fields
 from .errors import ErrorCode, ThreadlineError
 from .sends import SENDS as SENDS
 from .sends import Sends as Sends
@@ -88,9 +89,9 @@ def _check_text(text: str) -> None:
 
 class Model(BaseModel):
     """Base of the wire models: frozen, unknown fields ignored; a field's docstring is its description
-    in the JSON Schemas other clients read (docs/schemas)."""
+    in the JSON Schemas other clients read (docs/schemas; `core.docstrings`)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="ignore", json_schema_extra=describe_fields)
 
 
 class Compact(Model):
@@ -329,7 +330,7 @@ class ConversationState(BaseModel):
     a counter, never the transcript, which lives in the record log.
     """
 
-    model_config = ConfigDict(extra="ignore", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="ignore", json_schema_extra=describe_fields)
 
     config: ConversationConfig
     pending: list[TurnSend] = []
@@ -343,7 +344,7 @@ class ConversationState(BaseModel):
 class WaitingTurn(BaseModel):
     """A turn that waits for a person under a deadline, as continue-as-new carries it."""
 
-    model_config = ConfigDict(extra="ignore", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="ignore", json_schema_extra=describe_fields)
 
     turn: str
     request_id: str

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-import structlog
+from .logs import get_logger
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from temporalio.plugin import SimplePlugin
     from temporalio.runtime import Runtime
 
-logger = structlog.get_logger(__name__)
+logger = get_logger(__name__)
 
 SECONDS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 """Histogram buckets of Threadline's latencies: a turn takes from tens of milliseconds to minutes."""

@@ -15,19 +15,21 @@ waiting or interrupted is resumed the same way, here.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from core.again_models import AskedAgain
 from core.errors import ErrorCode, ThreadlineError
 from core.limits import MAX_NAME, MAX_NOTE, check_text
 from core.models import ConversationConfig, TurnOutcome, TurnSend
-from core.toolmodels import ActKind, ActResult, TurnAction
 from store.records import uuid7
 
-from . import again
 from .delivery import Delivery
 from .options import SendOptions
 from .reading import Turn
+
+# Imported where used: a send (`threadline send`) acts on no turn and asks nothing again.
+if TYPE_CHECKING:
+    from core.again_models import AskedAgain
+    from core.toolmodels import ActKind, ActResult
 
 
 class Conversation(Protocol):
@@ -146,6 +148,8 @@ class LiveTurn(Turn):
         Raises:
             ThreadlineError: `turn-state` for a turn that has not ended or made no model call of its own.
         """
+        from . import again
+
         return await again.ask_again(
             self._chat, self.id, parent=self.parent, inputs=dict(self.inputs), lm=lm, record=record
         )
@@ -164,6 +168,8 @@ async def answer(chat: Conversation, turn: str, kind: ActKind, *, wait: bool = T
 
 async def act(chat: Conversation, turn: str, kind: ActKind, **given: Any) -> ActResult:
     """Ask the conversation's workflow (started again if it closed) to act on `turn`."""
+    from core.toolmodels import ActResult, TurnAction
+
     check_text(turn, "a turn id")
     check_text(given.get("by"), "an approver name")
     check_text(given.get("site"), "an approval site", limit=2 * MAX_NAME)

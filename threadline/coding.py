@@ -3,12 +3,12 @@ a conversation used inside another conversation's turn (`conversation-nested`)."
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
 from core.errors import ErrorCode, ThreadlineError
 from core.models import ConversationConfig, HelperMemory
-from store.programs.code import running
 from store.programs.program import Program
 
 
@@ -38,6 +38,7 @@ def refuse_nested(config: ConversationConfig) -> None:
     Raises:
         ThreadlineError: `conversation-nested`.
     """
-    turn = running()
+    code = sys.modules.get("store.programs.code")  # not imported: no program's turn runs in this process
+    turn = None if code is None else code.running()
     if turn is not None:
         turn.nested(config.program, config.store, config.conversation)

@@ -16,18 +16,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.errors import ErrorCode, ThreadlineError
 from core.limits import check_keys, check_text
 from core.models import StopSend, TurnOutcome
-from core.records_models import MAX_SYSTEM_PROMPT, ImportedMessage, ImportResult, ImportSend, SetupResult, SetupSend
 from store.log.rules import view_head
 from store.records import uuid7
 
 from .handle import Handle
 from .options import SendOptions
-from .transcript import FlowView, flow_view, messages_of, user_count
+
+# Imported where used: a plain send (`threadline send`) needs neither the flows' log readers nor the
+# setup and import models (tests/surfaces/test_cli_imports.py).
+if TYPE_CHECKING:
+    from .transcript import FlowView
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,8 @@ class FlowMethods(Handle):
             code = ErrorCode.parse(outcome.error.code) if outcome.error else ErrorCode.TURN_STATE
             why = f": {outcome.error.message}" if outcome.error else ""
             raise ThreadlineError(code, f"the message ended {outcome.state}{why}")
+        from .transcript import user_count
+
         self._follow(outcome.turn)
         count = user_count(await self._read(), outcome.turn)
         flow = outcome.flow
@@ -90,11 +95,15 @@ class FlowMethods(Handle):
 
     async def flow(self) -> FlowView:
         """Where the conversation's latest guided flow stands (read from the log, no Temporal needed)."""
+        from .transcript import flow_view
+
         return flow_view(await self._read())
 
     async def messages(self) -> list[dict[str, Any]]:
         """The branch to this handle's head as the article's messages: `{"role", "content", "timestamp"}`, a
         turn's tool exchanges as the assistant's `tool_calls` and `role: "tool"` messages."""
+        from .transcript import messages_of
+
         log = await self._read()
         return messages_of(log, view_head(log, self.view))
 
@@ -110,6 +119,8 @@ class FlowMethods(Handle):
         request_id: str | None = None,
     ) -> str:
         """Record the conversation's system prompt and metadata (shown to every later turn); return when it was."""
+        from core.records_models import MAX_SYSTEM_PROMPT, SetupResult, SetupSend
+
         check_text(system_prompt, "the system prompt", limit=MAX_SYSTEM_PROMPT)
         check_keys(metadata, "metadata")
         setup = SetupSend(request_id=request_id or uuid7(), system_prompt=system_prompt, metadata=dict(metadata or {}))
@@ -121,6 +132,8 @@ class FlowMethods(Handle):
 
         Each user message and the assistant message after it are one turn. Returns the turns' ids.
         """
+        from core.records_models import ImportedMessage, ImportResult, ImportSend
+
         parsed = [ImportedMessage.model_validate(dict(m)) for m in messages]
         send = ImportSend(request_id=request_id or uuid7(), messages=parsed)
         done: ImportResult = await self.delivery.update_with_start("append", send, ImportResult)

@@ -16,10 +16,6 @@ from core.limits import check_text
 from store.log.rules import expand, turn_tokens
 from store.log.state import ENDED_STATES, Log
 from store.log.state import Turn as LoggedTurn
-from store.log.steers import taken
-from store.log.summary import latest as latest_summary
-from store.log.toolturn import reply_calls
-from store.log.topics import topics
 
 MAX_PAGE = 1000
 """The most turns one page holds."""
@@ -114,6 +110,8 @@ def shown_ids(log: Log, turn: str) -> list[str]:
 
 def to_turn(log: Log, turn: LoggedTurn, now: float) -> Turn:
     """A client `Turn` from the log's view of it."""
+    from store.log.steers import taken  # here: a send that only waits for its outcome makes no `Turn`
+
     ended = turn.ended or {}
     done = ended.get("state") == "done"
     state = turn.state(now)
@@ -148,6 +146,8 @@ def _unfinished(tool: dict[str, Any]) -> dict[str, Any]:
 
 def steps_of(turn: LoggedTurn) -> list[dict[str, Any]]:
     """A turn's tool calls and results in the order they were recorded (either engine's records)."""
+    from store.log.toolturn import reply_calls
+
     steps: list[dict[str, Any]] = []
     seen: set[str] = set()
     for record in sorted([*turn.replies, *turn.tools], key=lambda r: int(r.get("seq") or 0)):
@@ -208,6 +208,9 @@ class Page:
 
 def history(log: Log, tip: str | None, rule: ContextRule, now: float) -> dict[str, Any]:
     """The branch through `tip` as the model sees it: summary, key facts, turns shown verbatim."""
+    from store.log.summary import latest as latest_summary
+    from store.log.topics import topics
+
     branch = log.branch(tip)
     done = [t for t in branch if t.state(now) == "done"]
     summary = latest_summary(log, tip) or {}

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import (
     Client,
@@ -35,16 +35,6 @@ from temporalio.client import (
 from core.errors import ErrorCode, ThreadlineError
 from core.limits import MAX_NOTE, check_text
 from core.models import ConversationConfig
-from core.schedules import (
-    SCHEDULED_WORKFLOW,
-    ScheduledSend,
-    ScheduleInfo,
-    ScheduleWhen,
-    check_schedule_name,
-    schedule_id,
-    schedule_prefix,
-    when,
-)
 from core.temporal import SCHEDULED_TURN_WORKFLOW
 from store.records import uuid7
 
@@ -52,6 +42,10 @@ from .crossing import Refusal, crossing
 from .delivery import Delivery
 from .handle import Handle
 from .options import SendOptions
+
+# Imported where used (`from core import schedules`): a send (`threadline send`) needs none of it.
+if TYPE_CHECKING:
+    from core.schedules import ScheduledSend, ScheduleInfo, ScheduleWhen
 
 CATCHUP_WINDOW = timedelta(hours=1)
 """Firings missed while Temporal was down are made up when they are at most this late."""
@@ -87,6 +81,8 @@ class ScheduleMethods(Handle):
                 or time zone Temporal does not know, an interval under a second), `schedule-exists`,
                 `inputs-invalid`.
         """
+        from core.schedules import ScheduledSend, check_schedule_name, schedule_id, when
+
         name = check_schedule_name(uuid7() if id is None else id)
         timing = when(cron=cron, every=every, timezone=timezone, start=start, end=end)
         given = self._inputs((inputs,), {}) if isinstance(inputs, str) else self._inputs((), dict(inputs))
@@ -109,6 +105,8 @@ class ScheduleMethods(Handle):
 
     async def get_schedule(self, schedule: str) -> ScheduleInfo:
         """The schedule named `schedule` (`schedule-unknown` when this conversation has none)."""
+        from core.schedules import check_schedule_name
+
         return await _describe(await self.tl.temporal(), self.config, check_schedule_name(schedule))
 
     async def pause_schedule(self, schedule: str, note: str | None = None) -> ScheduleInfo:
@@ -128,12 +126,16 @@ class ScheduleMethods(Handle):
         await _call(schedule, (await self._handle(schedule)).delete())
 
     async def _handle(self, schedule: str) -> ScheduleHandle:
+        from core.schedules import check_schedule_name, schedule_id
+
         client = await self.tl.temporal()
         return client.get_schedule_handle(schedule_id(self.config.store, self.id, check_schedule_name(schedule)))
 
 
 async def scheduled_names(client: Client, config: ConversationConfig) -> list[str]:
     """The names of a conversation's schedules, sorted (Temporal's list, by id prefix)."""
+    from core.schedules import schedule_prefix
+
     prefix = schedule_prefix(config.store, config.conversation)
     query = f'ScheduleId STARTS_WITH "{prefix}"'  # ids and store names hold no quote
     with crossing():
@@ -143,6 +145,8 @@ async def scheduled_names(client: Client, config: ConversationConfig) -> list[st
 
 async def end_schedules(delivery: Delivery) -> int:
     """Delete every schedule of the conversation `delivery` reaches (it was closed); return how many."""
+    from core.schedules import schedule_id
+
     client = await delivery.tl.temporal()
     names = await scheduled_names(client, delivery.config)
     for name in names:
@@ -154,6 +158,8 @@ async def end_schedules(delivery: Delivery) -> int:
 
 def _made(firing: ScheduledSend, timing: ScheduleWhen, task_queue: str, *, paused: bool) -> Schedule:
     """The Temporal Schedule: its spec, and a `ScheduledTurn` start as its action."""
+    from core.schedules import schedule_id
+
     config = firing.config
     sid = schedule_id(config.store, config.conversation, firing.schedule)
     spec = ScheduleSpec(
@@ -188,6 +194,8 @@ async def _listed(client: Client, config: ConversationConfig, name: str) -> Sche
 
 
 async def _describe(client: Client, config: ConversationConfig, name: str) -> ScheduleInfo:
+    from core.schedules import schedule_id
+
     handle = client.get_schedule_handle(schedule_id(config.store, config.conversation, name))
     with crossing(_refusal(name)):
         described = await handle.describe()
@@ -197,6 +205,8 @@ async def _describe(client: Client, config: ConversationConfig, name: str) -> Sc
 async def _info(client: Client, described: ScheduleDescription, config: ConversationConfig, name: str) -> ScheduleInfo:
     """A described schedule as `ScheduleInfo`: what it sends comes from its action's input, the timing
     as given from its memo."""
+    from core.schedules import SCHEDULED_WORKFLOW, ScheduledSend, ScheduleInfo, ScheduleWhen
+
     action = described.schedule.action
     memo = await described.memo()
     if (

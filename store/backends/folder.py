@@ -28,15 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from core.errors import ErrorCode, ThreadlineError
+from core.logs import get_logger
 from store.log.kept import paused_gc
 from store.records import has_long_number, loads
 
 from .base import check_id, check_records, encode
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 READ_CHUNK = 1 << 20
 """Bytes read from a file at once, when scanning it for lines and when reading records back."""

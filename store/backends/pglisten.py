@@ -17,9 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
-import structlog
 
-logger = structlog.get_logger(__name__)
+from core.logs import get_logger
+
+logger = get_logger(__name__)
 
 Wake = Callable[[], None]
 

@@ -19,15 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-import structlog
 
 from core.errors import ErrorCode, ThreadlineError
+from core.logs import get_logger
 
 from .base import DEFAULT_SCHEMA, check_id
 from .pgsql import Row
 from .postgres import PostgresStore
 
-logger = structlog.get_logger(__name__)
+logger = get_logger(__name__)
 
 _TRIES = 100
 """Attempts to number an event when other writers of the turn keep taking the next number first."""

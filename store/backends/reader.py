@@ -20,18 +20,17 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-import structlog
-
 from core import telemetry
 from core.errors import ErrorCode, ThreadlineError
 from core.limits import check_text
+from core.logs import get_logger
 from store.log.state import Log, Turn
 from store.records import Record
 
 from .base import READ_BATCH, Store, encode
 
 T = TypeVar("T")
-logger = structlog.get_logger(__name__)
+logger = get_logger(__name__)
 
 APPEND_SECONDS = (telemetry.APPEND_SECONDS, "How long appends to conversation logs took (those that succeeded).")
 APPEND_ERRORS = (

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import structlog
+from core.logs import get_logger
 
 from .base import check_id
 
-logger = structlog.get_logger(__name__)
+logger = get_logger(__name__)
 
 
 class StreamWriting(Protocol):

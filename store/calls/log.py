@@ -19,9 +19,8 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import structlog
-
 from core.errors import ErrorCode, ThreadlineError
+from core.logs import get_logger
 from core.settings import Settings
 from store.backends.base import Store
 from store.backends.folder import FolderStore
@@ -52,7 +51,7 @@ CALLS_FOLDER = "calls"
 """The call log's folder inside a folder store's folder."""
 _REMEMBERED = 4096
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 _written: OrderedDict[tuple[str, str], None] = OrderedDict()
 _written_lock = threading.Lock()
 

@@ -125,13 +125,24 @@ from threadline.cli import run
 status = run(json.loads(sys.argv[1]))
 print(json.dumps({"status": status, "modules": sorted(sys.modules)}))
 """
-SENDING = ("psycopg", "psycopg_pool", "httpx", "activities", "store.calls", "worker", "temporalio.worker")
+SENDING = (
+    *("psycopg", "psycopg_pool", "httpx", "activities", "store.calls", "worker", "temporalio.worker"),
+    *("structlog", "rich", "store.flows", "core.schedules", "core.toolmodels", "core.again_models"),
+    "core.records_models",
+)
 """What a send from the command line never needs: the worker's side (activities, providers, the call
-log), the PostgreSQL driver when the store is a folder, the workflow code beyond its names."""
+log), the PostgreSQL driver when the store is a folder, the workflow code beyond its names; structlog
+while nothing is logged; guided flows, schedules, turn actions and the setup and import models."""
 
 
-async def test_a_send_loads_neither_the_worker_nor_a_database_driver(settings: Settings, worker: Worker) -> None:
-    """`threadline send` to a running worker imports the client's modules only (it pays for nothing else)."""
+@pytest.mark.parametrize(
+    ("output", "ended"), [("--json", '"state":"done"'), ("", "state   done")], ids=["json", "text"]
+)
+async def test_a_send_loads_neither_the_worker_nor_a_database_driver(
+    settings: Settings, worker: Worker, output: str, ended: str
+) -> None:
+    """`threadline send` to a running worker imports the client's modules only (it pays for nothing else),
+    whether it prints JSON or streams the answer's text."""
     env = {name: value for name, value in os.environ.items() if not name.startswith("THREADLINE_")} | {
         "PYTHONPATH": str(ROOT),
         "THREADLINE_TEMPORAL_ADDRESS": settings.address,
@@ -139,7 +150,7 @@ async def test_a_send_loads_neither_the_worker_nor_a_database_driver(settings: S
         "THREADLINE_TASK_QUEUE": settings.task_queue,
         "THREADLINE_PAYLOADS": str(settings.payload_folder),
     }
-    args = ["send", f"imports-{uuid.uuid4().hex[:8]}", "hello", "--json"]
+    args = ["send", f"imports-{uuid.uuid4().hex[:8]}", "hello", *filter(None, [output])]
     done = await asyncio.to_thread(
         subprocess.run,
         [sys.executable, "-c", _SENT, json.dumps(args)],
@@ -154,6 +165,6 @@ async def test_a_send_loads_neither_the_worker_nor_a_database_driver(settings: S
     modules = found["modules"]
 
     assert 0 == found["status"], done.stderr
-    assert '"state":"done"' in done.stdout
+    assert ended in done.stdout
     assert [] == [m for m in modules if m.split(".")[0] in SENDING or m.startswith(SENDING)]
     assert [] == [m for m in modules if m.startswith("workflows.") and m != "workflows.attributes"]

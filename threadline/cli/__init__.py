@@ -70,7 +70,10 @@ def run(argv: Sequence[str] | None = None) -> int:
     out = Output.for_stdout(json=getattr(args, "json", False))
     # The demo's conversation is what `make run` shows: its workers' info lines would interleave with it.
     serving = args.command in {"dev", "worker", "serve"} and not getattr(args, "demo", False)
-    logs.configure("info" if serving else "warning")
+    # A command that only asks a service imports structlog when it first logs (most never do); one that
+    # runs a worker or an HTTP server has modules that log through structlog directly.
+    asks_only = args.command not in {"dev", "worker", "serve", "codec"}
+    logs.configure("info" if serving else "warning", lazy=asks_only)
     _core_logs_to_stderr()
     command: Command = args.run
     try:
