@@ -21,7 +21,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from core.context import ContextRule
 from core.encryption import EncryptionKeys, new_key
-from core.models import Begun, ConversationConfig, ConversationState, RunInput, TurnOutcome, TurnSend
+from core.models import ConversationConfig, ConversationState, RunInput, StopSend, TurnOutcome, TurnSend
 from core.runner import ContextFreeRunner, context_free
 from core.starting import LEARNED, unlearned
 from core.temporal import DATA_CONVERTER, PayloadConverter, data_converter
@@ -29,7 +29,7 @@ from store.backends.blobs import FolderBlobs
 from worker import workflow_runner
 
 VALUES: list[Any] = [
-    Begun(request_id="r-converter-1", turn="héllo", parent=None),
+    StopSend(request_id="r-converter-1", turn="héllo"),
     {"plain": ["dict", 1, True]},
     "text",
     None,
@@ -46,7 +46,7 @@ def test_payloads_are_the_bytes_pydantics_converter_writes_and_read_back_equal()
     theirs = pydantic_data_converter.payload_converter.to_payloads(VALUES)
 
     assert [(p.metadata, p.data) for p in ours] == [(p.metadata, p.data) for p in theirs]
-    assert DATA_CONVERTER.payload_converter.from_payloads(ours, [Begun, dict, str, type(None), bytes]) == VALUES
+    assert DATA_CONVERTER.payload_converter.from_payloads(ours, [StopSend, dict, str, type(None), bytes]) == VALUES
 
 
 def test_converters_made_for_two_workflows_share_their_type_adapters() -> None:
