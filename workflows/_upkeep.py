@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from core.models import ConversationConfig, TurnOutcome
 
     from ._details import current_details
+    from ._patches import since
     from .attributes import STATE_KEY, TURNS_KEY, UPDATED_KEY
 
 Attributes = tuple[str, int]
@@ -75,7 +76,7 @@ class Upkeep:
         self.touch()
         workflow.set_current_details(current_details(attributes[1], outcome, inputs))
         quiet = attributes[0] == "idle" and self.enabled and attributes != self.shown
-        self.publish(attributes, force=quiet and workflow.patched(QUIET_PUBLISH))
+        self.publish(attributes, force=quiet and since(QUIET_PUBLISH))
 
     @staticmethod
     async def drained(arrived: Callable[[], bool]) -> None:
@@ -91,7 +92,7 @@ class Upkeep:
             return
         state, turns = attributes
         updates: list[SearchAttributeUpdate[Any]] = [STATE_KEY.value_set(state), TURNS_KEY.value_set(turns)]
-        if workflow.patched(UPDATED):
+        if since(UPDATED):
             updates.append(UPDATED_KEY.value_set(self.active))
         workflow.upsert_search_attributes(updates)
         self.published, self.shown = workflow.now(), attributes
