@@ -342,6 +342,12 @@ class ConversationState(BaseModel):
     """Turns waiting for a person under a deadline when the run continued as new: the next run waits
     on with the same clock."""
 
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):  # type: ignore[no-untyped-def]
+        """Only what differs from the defaults, across Temporal (`compacted`): a run's input carries no
+        empty queue. Without a return annotation, so the JSON Schemas still describe the fields."""
+        return compacted(self, handler(self), info)
+
 
 class WaitingTurn(BaseModel):
     """A turn that waits for a person under a deadline, as continue-as-new carries it."""
