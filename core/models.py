@@ -137,6 +137,11 @@ class ConversationConfig(Compact):
 
     WIRE_KEPT: ClassVar[frozenset[str]] = frozenset({"search_attributes", "idle_timeout_s", "attributes_every_s"})
     """`core.starting.LEARNED`: a starter that leaves them out gets the worker's values."""
+    WORKFLOW_ONLY: ClassVar[frozenset[str]] = frozenset(
+        {*WIRE_KEPT, "turns_per_run", "waiting_check_s", "approval_timeout_s"}
+    )
+    """The settings only the workflow reads (its idle clock, runs, attributes and deadlines): the config
+    an activity is given leaves them out (`ActivityInput`)."""
 
     store: str
     conversation: str
@@ -388,6 +393,21 @@ class ConversationStatus(Model):
 # ----- activities
 
 
+class ActivityInput(Compact):
+    """An activity's input that carries the conversation's `config`: across Temporal the config leaves out
+    what only the workflow reads (`ConversationConfig.WORKFLOW_ONLY`), which the activity sees at its
+    defaults; a turn's model call pays for its config once per turn in history."""
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):  # type: ignore[no-untyped-def]
+        """Without a return annotation, so the JSON Schemas still describe the fields."""
+        data = compacted(self, handler(self), info, kept=self.WIRE_KEPT)
+        config = data.get("config") if isinstance(info.context, dict) and info.context.get(ONCE) else None
+        if isinstance(config, dict):
+            data["config"] = {k: v for k, v in config.items() if k not in ConversationConfig.WORKFLOW_ONLY}
+        return data
+
+
 class BeginInput(Compact):
     """Place a send: decide its turn, parent and what it is shown, and append its first records."""
 
@@ -440,7 +460,7 @@ class BeginResult(Compact):
     orphans: list[OpenTurn] = []
 
 
-class RunInput(Compact):
+class RunInput(ActivityInput):
     """Run (or resume) a begun turn's model call."""
 
     config: ConversationConfig

@@ -142,3 +142,29 @@ async def test_a_send_and_an_activity_input_cross_with_only_what_differs_from_th
     assert "sends" not in wire[2]["send"]
     assert {"search_attributes", "idle_timeout_s"} == set(LEARNED) & back[1].model_fields_set
     assert unlearned(back[1])  # `attributes_every_s` was left to the worker, and still is
+
+
+async def test_an_activity_is_given_the_config_without_what_only_the_workflow_reads() -> None:
+    """`run_turn`'s input leaves out the config's idle time, run length, attribute and deadline settings
+    (no activity reads them: it sees their defaults); the rest reads back equal."""
+    config = ConversationConfig(
+        store="default",
+        conversation="c-trim",
+        program="p",
+        lm="offline",
+        idle_timeout_s=60.0,
+        turns_per_run=10,
+        search_attributes=True,
+        attributes_every_s=1.0,
+        waiting_check_s=5.0,
+        approval_timeout_s=9.0,
+    )
+    run = RunInput(config=config, send=TurnSend(request_id="r-trim", inputs={}), turn="t-1")
+
+    (payload,) = await DATA_CONVERTER.encode([run])
+    (back,) = await DATA_CONVERTER.decode([payload], [RunInput])
+
+    defaults = {name: ConversationConfig.model_fields[name].default for name in ConversationConfig.WORKFLOW_ONLY}
+    assert {"store", "conversation", "program", "lm"} == set(json.loads(payload.data)["config"])
+    assert config.model_copy(update=defaults) == back.config
+    assert run.model_copy(update={"config": back.config}) == back
