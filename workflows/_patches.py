@@ -13,7 +13,8 @@ from __future__ import annotations
 from temporalio import workflow
 
 LEAN = "lean-history"
-"""Runs from before it ask each older patch on its own."""
+"""Runs from before it ask each older patch on its own, carry each outcome with its model and usage
+(`_state.RunState.carried`), and write every search attribute each time (`_upkeep.Upkeep.publish`)."""
 
 
 def lean() -> bool:

@@ -97,6 +97,23 @@ async def test_each_run_holds_one_patch_marker(client: Client, settings: Setting
     assert [[LEAN], [LEAN]] == [patches(list(h.events)) for h in (first, newest)]
 
 
+async def test_a_turn_writes_only_the_attributes_that_changed(client: Client, settings: Settings, cid: str) -> None:
+    """Turns in a row, each ending with nothing else to do: the first write shows the state, every later
+    one only the turn count and the time (the state is `idle` still), and the listing shows both."""
+    async with build_worker(client, settings):
+        chat = (await connect(settings, client=client)).conversation("tutor", id=cid)
+        for message in MESSAGES:
+            await chat.predict(message)
+        events = await events_of(client, cid)
+        attributes = await listed(client, cid, turns=len(MESSAGES))
+
+    upserts = [e.upsert_workflow_search_attributes_event_attributes.search_attributes for e in events]
+    written = [sorted(a.indexed_fields) for a in upserts if "ThreadlineTurns" in a.indexed_fields]
+    later = ["ThreadlineTurns", "ThreadlineUpdated"]
+    assert [["ThreadlineState", *later]] + [later] * (len(MESSAGES) - 1) == written
+    assert ("idle", len(MESSAGES)) == attributes
+
+
 def patches(events: list[HistoryEvent]) -> list[str]:
     """The patch ids of a run's patch markers, in order."""
     markers = [e.marker_recorded_event_attributes for e in events if e.HasField("marker_recorded_event_attributes")]
