@@ -45,6 +45,7 @@ def slim(outcome: TurnOutcome) -> TurnOutcome:
 
 def bare(outcome: TurnOutcome) -> TurnOutcome:
     """What a caller that asks late about a send needs of its outcome: its turn and parent (to read it
-    from the log), its state and its error; what continue-as-new carries of all but the newest."""
-    fields = ("request_id", "turn", "parent", "state", "error")
+    from the log), its state, its error, and what a waiting or steered turn asks or took (empty for
+    the rest); what continue-as-new carries of all but the newest."""
+    fields = ("request_id", "turn", "parent", "state", "error", "approvals", "steers")
     return TurnOutcome.model_validate({name: getattr(outcome, name) for name in fields})
