@@ -96,7 +96,7 @@ class Model(BaseModel):
 
 class Compact(Model):
     """A wire model that crosses Temporal with only the fields that differ from their defaults
-    (`core.context.compacted`): the send, the config, an activity's input."""
+    (`core.context.compacted`): the send, the config, an activity's input and result, an answer."""
 
     WIRE_KEPT: ClassVar[frozenset[str]] = frozenset()
     """Fields that cross whenever they were given, even at their defaults."""
@@ -138,6 +138,11 @@ class ConversationConfig(Compact):
 
     WIRE_KEPT: ClassVar[frozenset[str]] = frozenset({"search_attributes", "idle_timeout_s", "attributes_every_s"})
     """`core.starting.LEARNED`: a starter that leaves them out gets the worker's values."""
+    WORKFLOW_ONLY: ClassVar[frozenset[str]] = frozenset(
+        {*WIRE_KEPT, "turns_per_run", "waiting_check_s", "approval_timeout_s"}
+    )
+    """The settings only the workflow reads (its idle clock, runs, attributes and deadlines): the config
+    an activity is given leaves them out (`ActivityInput`)."""
 
     store: str
     conversation: str
@@ -267,7 +272,8 @@ class TurnOutcome(Model):
     """How a send ended.
 
     Across Temporal its JSON starts with what a person reads in the UI's collapsed event (which
-    shows the first fifty characters or so): the outputs (the answer), then the state and the error."""
+    shows the first fifty characters or so): the outputs (the answer), then the state and the error;
+    it leaves out the fields that hold their defaults there (a missing field is its default)."""
 
     request_id: str
     turn: str | None = None
@@ -302,7 +308,8 @@ class TurnOutcome(Model):
     @model_serializer(mode="wrap")
     def _answer_once(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):  # type: ignore[no-untyped-def]
         """Under the `ONCE` context (across Temporal): `result` left out when `outputs[answer]` holds
-        it, and the fields a person reads first put first.
+        it, the fields at their defaults left out (`compacted`), and the fields a person reads first
+        put first.
 
         Without a return annotation on purpose: pydantic then describes the outcome's own fields in
         its serialization schema (docs/schemas), where an annotation would replace them."""
@@ -311,10 +318,11 @@ class TurnOutcome(Model):
             return data
         if self.answer is not None and self.answer in (self.outputs or {}):
             data.pop("result", None)
+        data = compacted(self, data, info)
         return {**{name: data[name] for name in _READ_FIRST if name in data}, **data}
 
 
-class Begun(Model):
+class Begun(Compact):
     """A send was placed: its turn and parent (a refused send has neither: `wait` tells why)."""
 
     request_id: str
@@ -339,6 +347,12 @@ class ConversationState(BaseModel):
     waiting: list[WaitingTurn] = []
     """Turns waiting for a person under a deadline when the run continued as new: the next run waits
     on with the same clock."""
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):  # type: ignore[no-untyped-def]
+        """Only what differs from the defaults, across Temporal (`compacted`): a run's input carries no
+        empty queue. Without a return annotation, so the JSON Schemas still describe the fields."""
+        return compacted(self, handler(self), info)
 
 
 class WaitingTurn(BaseModel):
@@ -378,6 +392,21 @@ class ConversationStatus(Model):
 
 
 # ----- activities
+
+
+class ActivityInput(Compact):
+    """An activity's input that carries the conversation's `config`: across Temporal the config leaves out
+    what only the workflow reads (`ConversationConfig.WORKFLOW_ONLY`), which the activity sees at its
+    defaults; a turn's model call pays for its config once per turn in history."""
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):  # type: ignore[no-untyped-def]
+        """Without a return annotation, so the JSON Schemas still describe the fields."""
+        data = compacted(self, handler(self), info, kept=self.WIRE_KEPT)
+        config = data.get("config") if isinstance(info.context, dict) and info.context.get(ONCE) else None
+        if isinstance(config, dict):
+            data["config"] = {k: v for k, v in config.items() if k not in ConversationConfig.WORKFLOW_ONLY}
+        return data
 
 
 class BeginInput(Compact):
@@ -432,7 +461,7 @@ class BeginResult(Compact):
     orphans: list[OpenTurn] = []
 
 
-class RunInput(Compact):
+class RunInput(ActivityInput):
     """Run (or resume) a begun turn's model call."""
 
     config: ConversationConfig
@@ -442,7 +471,7 @@ class RunInput(Compact):
     """The log attempt this workflow owns: a higher one in the log means another writer took over."""
 
 
-class Ended(Model):
+class Ended(Compact):
     """The turn ended: how."""
 
     kind: Literal["ended"] = "ended"
@@ -450,21 +479,21 @@ class Ended(Model):
     attempt: int = 1
 
 
-class Yielded(Model):
+class Yielded(Compact):
     """Another writer holds the turn (a higher attempt): follow it in the log."""
 
     kind: Literal["yielded"] = "yielded"
     attempt: int = 1
 
 
-class Interrupted(Model):
+class Interrupted(Compact):
     """Nobody holds the turn any more (its lease ran out): claim it again."""
 
     kind: Literal["interrupted"] = "interrupted"
     attempt: int = 1
 
 
-class ToolRef(Model):
+class ToolRef(Compact):
     """One tool call a model step asked for, by reference: the reply that holds it and its place there.
 
     Name and input stay in the log (the `reply` record); the activity reads them from there."""
@@ -483,7 +512,7 @@ class ToolRef(Model):
     attempts: int = 1
 
 
-class ToolRound(Model):
+class ToolRound(Compact):
     """The model asked for tools: run these (in order), then ask it again with the same attempt."""
 
     kind: Literal["tools"] = "tools"
@@ -491,7 +520,7 @@ class ToolRound(Model):
     calls: list[ToolRef] = []
 
 
-class Paused(Model):
+class Paused(Compact):
     """The turn waits for a person: approvals to answer (`waiting`), or a tool that may have run to settle
     by hand (`unfinished`); nothing runs it meanwhile."""
 
@@ -601,7 +630,7 @@ class FlowRef(Model):
     store_id: str | None = None
 
 
-class FlowResult(Model):
+class FlowResult(Compact):
     """What a flow call did, for the workflow: what to say, where the flow stands, the timers to set.
 
     `in_flow` False: no flow took it (nothing was recorded; a message goes on as a normal turn).
@@ -631,7 +660,7 @@ class FlowResult(Model):
     """The request id was recorded before (a retry): this is that call's result, read back."""
 
 
-class FlowCount(Model):
+class FlowCount(Compact):
     """What the article asks to monitor for one flow: starts, ends, invalid answers per step."""
 
     started: int = 0
@@ -641,7 +670,7 @@ class FlowCount(Model):
     invalid: dict[str, int] = {}
 
 
-class FlowStatus(Model):
+class FlowStatus(Compact):
     """A conversation's flow now (`read_flow`), and its counts by flow name, rebuilt from the log."""
 
     current: FlowResult

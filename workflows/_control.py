@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
 
     from . import _calls
     from ._observed import stopping
+    from ._patches import since
     from ._state import RunState
     from ._tools import Acting
 
@@ -69,7 +70,7 @@ async def stop(turns: Turns, stop: StopSend, queued: int) -> None:
 async def _stopped(turns: Turns, stop: StopSend, queued: int) -> None:
     # A send signalled after the stop stays queued. Runs from before kept the old rule.
     pending = turns.state.pending
-    before = pending[:queued] if workflow.patched(STOP_ONLY_EARLIER) else pending
+    before = pending[:queued] if since(STOP_ONLY_EARLIER) else pending
     if stop.turn is None:
         for send in [s for s in before if stop.request_id in (None, s.request_id)]:
             turns.state.drop(send)

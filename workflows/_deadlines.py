@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
 
     from . import _calls
     from ._observed import deadline_event
+    from ._patches import since
     from ._state import RunState
 
 DEADLINES = "approval-deadlines"
@@ -47,7 +48,7 @@ class Deadlines:
         if paused.reason != "waiting":  # a tool to settle by hand: no question for a deadline to answer
             return None
         rule = paused.deadline or first_deadline(send.approve, self.state.config.approve)
-        if rule is None or not workflow.patched(DEADLINES):
+        if rule is None or not since(DEADLINES):
             return None
         placed = self.state.begun.get(send.request_id)
         self.waits[ref.turn] = WaitingTurn(

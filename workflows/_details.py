@@ -41,3 +41,11 @@ def said(send: TurnSend) -> str:
 def slim(outcome: TurnOutcome) -> TurnOutcome:
     """An outcome without its outputs or a flow's data: what continue-as-new carries (the log keeps the rest)."""
     return outcome.model_copy(update={"outputs": None, "answer": None, "result": None, "flow": None})
+
+
+def bare(outcome: TurnOutcome) -> TurnOutcome:
+    """What a caller that asks late about a send needs of its outcome: its turn and parent (to read it
+    from the log), its state, its error, and what a waiting or steered turn asks or took (empty for
+    the rest); what continue-as-new carries of all but the newest."""
+    fields = ("request_id", "turn", "parent", "state", "error", "approvals", "steers")
+    return TurnOutcome.model_validate({name: getattr(outcome, name) for name in fields})

@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from core.temporal import from_failure
 
     from . import _calls
+    from ._patches import since
     from ._state import RunState
     from .attributes import FLOW_KEY, FLOW_STATE_KEY
 
@@ -140,7 +141,7 @@ class Flows:
 
     async def restore(self) -> None:
         """Read the flow and its counts back from the log, once per run (runs from before flows never do)."""
-        if self.restored or not workflow.patched(FLOWS):
+        if self.restored or not since(FLOWS):
             return
         config = self.state.config
         ref = ConversationRef(store=config.store, conversation=config.conversation, store_id=config.store_id)

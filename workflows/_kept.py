@@ -15,6 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from core.errors import ErrorCode
 
     from ._calls import END_DEADLINE
+    from ._patches import since
 
 KEEP_UNPLACED = "keep-sends-the-store-cannot-take"
 """Runs from before refused such a send after the placing step's tries."""
@@ -39,7 +40,7 @@ class Kept:
     def keep(self, request_id: str, err: ApplicationError) -> bool:
         """Keep the send `request_id` that `err` refused, if the store is only away and it was not kept
         for `KEPT_FOR` already; whether it is kept (then it is tried again after `KEPT_PAUSE`)."""
-        if err.type != ErrorCode.STORE_UNAVAILABLE or not workflow.patched(KEEP_UNPLACED):
+        if err.type != ErrorCode.STORE_UNAVAILABLE or not since(KEEP_UNPLACED):
             return False
         if self.request_id != request_id or self.since is None:
             self.request_id, self.since = request_id, workflow.now()

@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from core.models import Begun, OpenTurn, OwnedInput, TurnError, TurnRef, TurnSend
 
     from . import _calls
+    from ._patches import since
     from ._state import RunState
 
 ADOPTS = "adopts-orphans"
@@ -46,7 +47,7 @@ class Orphans:
     async def look(self) -> bool:
         """At a run's start and before an idle close: adopt the turns this workflow placed and lost;
         whether there were any (the run then has work again)."""
-        if not workflow.patched(ADOPTS):
+        if not since(ADOPTS):
             return False
         config = self.state.config
         owned = OwnedInput(

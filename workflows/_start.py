@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from core.starting import unlearned
 
     from . import _calls
+    from ._patches import since
     from .attributes import CONVERSATION_KEY, PROGRAM_KEY, STORE_KEY, UPDATED_KEY
 
 SELF_LISTED = "lists-itself"
@@ -27,7 +28,7 @@ SELF_LISTED = "lists-itself"
 async def settle(config: ConversationConfig) -> ConversationConfig:
     """`config` with the worker's defaults for the fields its starter left out; the conversation's own
     search attributes upserted when the namespace has them and the starter did not set them."""
-    if not (unlearned(config) or _unlisted(config)) or not workflow.patched(SELF_LISTED):
+    if not (unlearned(config) or _unlisted(config)) or not since(SELF_LISTED):
         return config
     if unlearned(config):
         ref = ConversationRef(store=config.store, conversation=config.conversation, store_id=config.store_id)

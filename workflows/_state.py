@@ -31,12 +31,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from core.temporal import to_failure
 
-    from ._details import slim
+    from ._details import bare, slim
+    from ._patches import lean
     from ._upkeep import Attributes
 
 KEPT_OUTCOMES = 200
 CARRIED_OUTCOMES = 20
-"""Recent outcomes continue-as-new carries, without outputs; older request ids are found in the log."""
+"""Recent outcomes continue-as-new carries, without outputs (`carried`); older request ids are found in
+the log."""
 
 OnEnd = Callable[[TurnOutcome, Mapping[str, object] | None], None]
 
@@ -246,10 +248,13 @@ class RunState:
         )
 
     def carried(self, *, waiting: list[WaitingTurn] | None = None) -> ConversationState:
-        """What continue-as-new carries: the queue, the recent outcomes without outputs, the counter, and
-        the turns waiting on a deadline (their waiting outcomes stay with them)."""
+        """What continue-as-new carries: the queue, the recent outcomes without outputs (but the newest,
+        which `status` shows, only what a late caller needs), the counter, and the turns waiting on a
+        deadline (their waiting outcomes stay with them)."""
         held = {w.request_id for w in waiting or ()}
-        recent = [slim(o) for o in list(self.outcomes.values())[-CARRIED_OUTCOMES:] if o.request_id not in held]
+        recent = [o for o in list(self.outcomes.values())[-CARRIED_OUTCOMES:] if o.request_id not in held]
+        older = bare if lean() else slim
+        recent = [*map(older, recent[:-1]), *map(slim, recent[-1:])]
         return ConversationState(
             config=self.config, pending=list(self.pending), outcomes=recent, turns=self.turns, waiting=waiting or []
         )

@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from core.models import ConversationConfig, TurnOutcome
 
     from ._details import current_details
+    from ._patches import lean, since
     from .attributes import STATE_KEY, TURNS_KEY, UPDATED_KEY
 
 Attributes = tuple[str, int]
@@ -75,7 +76,7 @@ class Upkeep:
         self.touch()
         workflow.set_current_details(current_details(attributes[1], outcome, inputs))
         quiet = attributes[0] == "idle" and self.enabled and attributes != self.shown
-        self.publish(attributes, force=quiet and workflow.patched(QUIET_PUBLISH))
+        self.publish(attributes, force=quiet and since(QUIET_PUBLISH))
 
     @staticmethod
     async def drained(arrived: Callable[[], bool]) -> None:
@@ -89,12 +90,21 @@ class Upkeep:
             return
         if not force and workflow.now() - self.published < self.every:
             return
-        state, turns = attributes
-        updates: list[SearchAttributeUpdate[Any]] = [STATE_KEY.value_set(state), TURNS_KEY.value_set(turns)]
-        if workflow.patched(UPDATED):
-            updates.append(UPDATED_KEY.value_set(self.active))
-        workflow.upsert_search_attributes(updates)
+        workflow.upsert_search_attributes(self._changed(attributes))
         self.published, self.shown = workflow.now(), attributes
+
+    def _changed(self, attributes: Attributes) -> list[SearchAttributeUpdate[Any]]:
+        """The attributes to write: with `LEAN`, only those that differ from what this run showed (an
+        idle conversation's next turn writes its count and time, not its state again)."""
+        (state, turns), shown = attributes, self.shown if lean() else None
+        updates: list[SearchAttributeUpdate[Any]] = []
+        if shown is None or shown[0] != state:
+            updates.append(STATE_KEY.value_set(state))
+        if shown is None or shown[1] != turns:
+            updates.append(TURNS_KEY.value_set(turns))
+        if since(UPDATED):
+            updates.append(UPDATED_KEY.value_set(self.active))
+        return updates
 
     def stale(self, attributes: Attributes, *, idle: bool) -> bool:
         """Whether an idle conversation's attributes show something else than it is."""

@@ -34,11 +34,16 @@ with workflow.unsafe.imports_passed_through():
     from ._flows import Flows
     from ._merges import Merges
     from ._observed import run_began, run_ended
+    from ._patches import lean, since
     from ._records import import_messages, set_up
     from ._start import settle
     from ._state import RunState
     from ._turns import Turns
     from ._upkeep import Upkeep
+
+
+CLOSED_ENDS = "closed-ends-before-continuing"
+"""Runs from before it continued as new when closed while draining a full run."""
 
 
 @workflow.defn(name=CONVERSATION_WORKFLOW)
@@ -47,6 +52,7 @@ class ConversationWorkflow:
 
     @workflow.init
     def __init__(self, input: ConversationState) -> None:
+        lean()  # asked in the run's first task, before any older patch (`_patches`)
         self.state = RunState(input, on_end=lambda o, i: self.upkeep.ended(o, i, self.state.attributes()))
         self.turns = Turns(self.state)
         self.merges = Merges(self.state)
@@ -176,7 +182,7 @@ class ConversationWorkflow:
             elif self.turns.ready():
                 await self.admission.admit(self.state.pending[0])
             elif self._time_to_continue() and await self._drained(waits=True):
-                if self.state.closed and workflow.patched("closed-ends-before-continuing"):
+                if self.state.closed and since(CLOSED_ENDS):
                     continue  # closed while draining: the run ends (at the top), it does not go on as new
                 upkeep.publish(self.state.attributes(), force=True)
                 run_ended()

@@ -21,7 +21,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from core.context import ContextRule
 from core.encryption import EncryptionKeys, new_key
-from core.models import Begun, ConversationConfig, ConversationState, RunInput, TurnOutcome, TurnSend
+from core.models import ConversationConfig, ConversationState, RunInput, StopSend, TurnOutcome, TurnSend
 from core.runner import ContextFreeRunner, context_free
 from core.starting import LEARNED, unlearned
 from core.temporal import DATA_CONVERTER, PayloadConverter, data_converter
@@ -29,7 +29,7 @@ from store.backends.blobs import FolderBlobs
 from worker import workflow_runner
 
 VALUES: list[Any] = [
-    Begun(request_id="r-converter-1", turn="héllo", parent=None),
+    StopSend(request_id="r-converter-1", turn="héllo"),
     {"plain": ["dict", 1, True]},
     "text",
     None,
@@ -46,7 +46,7 @@ def test_payloads_are_the_bytes_pydantics_converter_writes_and_read_back_equal()
     theirs = pydantic_data_converter.payload_converter.to_payloads(VALUES)
 
     assert [(p.metadata, p.data) for p in ours] == [(p.metadata, p.data) for p in theirs]
-    assert DATA_CONVERTER.payload_converter.from_payloads(ours, [Begun, dict, str, type(None), bytes]) == VALUES
+    assert DATA_CONVERTER.payload_converter.from_payloads(ours, [StopSend, dict, str, type(None), bytes]) == VALUES
 
 
 def test_converters_made_for_two_workflows_share_their_type_adapters() -> None:
@@ -142,3 +142,29 @@ async def test_a_send_and_an_activity_input_cross_with_only_what_differs_from_th
     assert "sends" not in wire[2]["send"]
     assert {"search_attributes", "idle_timeout_s"} == set(LEARNED) & back[1].model_fields_set
     assert unlearned(back[1])  # `attributes_every_s` was left to the worker, and still is
+
+
+async def test_an_activity_is_given_the_config_without_what_only_the_workflow_reads() -> None:
+    """`run_turn`'s input leaves out the config's idle time, run length, attribute and deadline settings
+    (no activity reads them: it sees their defaults); the rest reads back equal."""
+    config = ConversationConfig(
+        store="default",
+        conversation="c-trim",
+        program="p",
+        lm="offline",
+        idle_timeout_s=60.0,
+        turns_per_run=10,
+        search_attributes=True,
+        attributes_every_s=1.0,
+        waiting_check_s=5.0,
+        approval_timeout_s=9.0,
+    )
+    run = RunInput(config=config, send=TurnSend(request_id="r-trim", inputs={}), turn="t-1")
+
+    (payload,) = await DATA_CONVERTER.encode([run])
+    (back,) = await DATA_CONVERTER.decode([payload], [RunInput])
+
+    defaults = {name: ConversationConfig.model_fields[name].default for name in ConversationConfig.WORKFLOW_ONLY}
+    assert {"store", "conversation", "program", "lm"} == set(json.loads(payload.data)["config"])
+    assert config.model_copy(update=defaults) == back.config
+    assert run.model_copy(update={"config": back.config}) == back

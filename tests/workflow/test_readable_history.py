@@ -18,6 +18,7 @@ from core.temporal import workflow_id
 from threadline.client import connect
 from worker import build_worker
 from workflows._details import first_words, said
+from workflows._patches import LEAN
 from workflows.attributes import STATE_KEY, TURNS_KEY
 
 MESSAGES = (
@@ -78,6 +79,46 @@ async def test_no_timer_is_started_around_each_turn(client: Client, settings: Se
     assert ["idle close"] == timers
     assert ("idle", len(MESSAGES)) == attributes
     assert STEADY_EVENTS_PER_TURN * (len(MESSAGES) - 1) == len(events) - after_first
+
+
+async def test_each_run_holds_one_patch_marker(client: Client, settings: Settings, cid: str) -> None:
+    """A run asks its patches through one (`workflows._patches`): the first run and the run it continued
+    as each hold one patch marker, not one for each patch they took (attributes, flows, lost turns)."""
+    mine = dataclasses.replace(settings, turns_per_run=2)
+    async with build_worker(client, mine):
+        chat = (await connect(mine, client=client)).conversation("tutor", id=cid)
+        for message in MESSAGES[:3]:
+            await chat.predict(message)
+        handle = client.get_workflow_handle(workflow_id("default", cid))
+        newest = await handle.fetch_history()
+        first_run = newest.events[0].workflow_execution_started_event_attributes.continued_execution_run_id
+        first = await client.get_workflow_handle(workflow_id("default", cid), run_id=first_run).fetch_history()
+
+    assert [[LEAN], [LEAN]] == [patches(list(h.events)) for h in (first, newest)]
+
+
+async def test_a_turn_writes_only_the_attributes_that_changed(client: Client, settings: Settings, cid: str) -> None:
+    """Turns in a row, each ending with nothing else to do: the first write shows the state, every later
+    one only the turn count and the time (the state is `idle` still), and the listing shows both."""
+    async with build_worker(client, settings):
+        chat = (await connect(settings, client=client)).conversation("tutor", id=cid)
+        for message in MESSAGES:
+            await chat.predict(message)
+        events = await events_of(client, cid)
+        attributes = await listed(client, cid, turns=len(MESSAGES))
+
+    upserts = [e.upsert_workflow_search_attributes_event_attributes.search_attributes for e in events]
+    written = [sorted(a.indexed_fields) for a in upserts if "ThreadlineTurns" in a.indexed_fields]
+    later = ["ThreadlineTurns", "ThreadlineUpdated"]
+    assert [["ThreadlineState", *later]] + [later] * (len(MESSAGES) - 1) == written
+    assert ("idle", len(MESSAGES)) == attributes
+
+
+def patches(events: list[HistoryEvent]) -> list[str]:
+    """The patch ids of a run's patch markers, in order."""
+    markers = [e.marker_recorded_event_attributes for e in events if e.HasField("marker_recorded_event_attributes")]
+    found = [m.details["patch-data"].payloads[0].data for m in markers if m.marker_name == "core_patch"]
+    return [json.loads(data)["id"] for data in found]
 
 
 async def listed(client: Client, cid: str, *, turns: int) -> tuple[Any, Any]:

@@ -10,22 +10,23 @@ export interface TurnSend {
   sends?: "queue" | "refuse" | "branch" | "interrupt";
 }
 
+// A field at its default (null, false, [] or {}) is left out: read a missing one as its default.
 export interface TurnOutcome {
   state: "done" | "failed" | "stopped" | "abandoned" | "refused" | "waiting";
-  outputs: Record<string, unknown> | null; // the answer is outputs[answer]
-  error: { code: string; message: string } | null;
+  outputs?: Record<string, unknown> | null; // the answer is outputs[answer]
+  error?: { code: string; message: string } | null;
   request_id: string;
-  turn: string | null;
-  parent: string | null;
-  answer: string | null; // which output is the answer: "result" for `tutor`
+  turn?: string | null;
+  parent?: string | null;
+  answer?: string | null; // which output is the answer: "result" for `tutor`
   result?: unknown; // only when the answer is none of the outputs
 }
 
 export interface Begun {
   request_id: string;
-  turn: string | null;
-  parent: string | null;
-  existing: boolean;
+  turn?: string | null;
+  parent?: string | null;
+  existing?: boolean;
 }
 
 export async function connect(address: string, codecEndpoint: string, namespace = "default"): Promise<Client> {

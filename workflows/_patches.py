@@ -1,0 +1,30 @@
+"""The patches of the conversation workflow, with one marker per run instead of one per patch.
+
+Every `workflow.patched(id)` a run takes writes a marker to its history, and the SDK upserts the
+`TemporalChangeVersion` search attribute with it, listing every patch so far: a run that took four
+patches paid eight events. `LEAN` is the patch of a run whose code has every patch named before it:
+a run that has it asks no older patch (`since`), and its history holds one marker. A run without it
+(recorded before, or started by a worker from before) asks each patch as it always did, so its
+history replays unchanged. A newer patch is asked with `workflow.patched` as before (a later id can
+stand for it and `LEAN` together the same way). Deterministic: the answer is the run's history.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+LEAN = "lean-history"
+"""Runs from before it ask each older patch on its own, carry each outcome with its model and usage
+(`_state.RunState.carried`), and write every search attribute each time (`_upkeep.Upkeep.publish`)."""
+
+
+def lean() -> bool:
+    """Whether this run has `LEAN`: asked first in the run's first workflow task (`ConversationWorkflow`),
+    so a run has it from its start or not at all."""
+    return workflow.patched(LEAN)
+
+
+def since(patch: str) -> bool:
+    """`workflow.patched(patch)`, for a patch older than `LEAN`: true without a marker of its own in a
+    run that has `LEAN` (its code has `patch` too)."""
+    return lean() or workflow.patched(patch)
