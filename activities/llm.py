@@ -115,7 +115,7 @@ class LLMActivities:
         """Refuse `budget-exceeded` when the send, placed as it says (its topic not yet known), would
         exceed its conversation's or its store's budget; `begin_turn` checks again once it is placed."""
         config, send = input.config, input.send
-        budgets = (send.budget or config.budget, self.budgets.get(config.store))
+        budgets = (send.limit(config), self.budgets.get(config.store))
         if not any(budgets):
             return
         program = find_program(self.programs, send.program or config.program)
