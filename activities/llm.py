@@ -97,8 +97,10 @@ class LLMActivities:
             if err.retryable:
                 raise
             return await run.fail(err)
-        if isinstance(result, Paused) and result.reason == "waiting" and run.deadline is not None:
-            return result.model_copy(update={"deadline": run.deadline})  # the workflow keeps its clock
+        if isinstance(result, Paused) and result.reason == "waiting":
+            deadline = run.deadline_of(result.approvals)
+            if deadline is not None:
+                return result.model_copy(update={"deadline": deadline})  # the workflow keeps its clock
         return result
 
     @activity.defn(name="prepare_turn")
