@@ -130,8 +130,10 @@ class RunState:
     # ----- placing and running
 
     def settle(self, config: ConversationConfig) -> None:
-        """Take the config a minimal start was completed to (the worker's defaults filled in)."""
-        self.config = config
+        """Take the config a minimal start was completed to (the worker's defaults filled in), keeping
+        the settings a `configure` update changed while it was being completed."""
+        changed = {name: getattr(self.config, name) for name in self.config.configured}
+        self.config = config.model_copy(update={**changed, "configured": self.config.configured}) if changed else config
 
     def configure(self, change: SettingsSend) -> ConversationSettings:
         """Change the settings the next placed sends run with; continue-as-new carries them in the config."""

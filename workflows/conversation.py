@@ -134,7 +134,7 @@ class ConversationWorkflow:
     @workflow.update(name="configure")
     def configure(self, change: SettingsSend) -> ConversationSettings:
         """Change the settings the next turns run with (`budget`); a turn running now keeps its own."""
-        workflow.patched(CONFIGURED)  # marks the histories whose settings changed mid-run
+        workflow.patched(CONFIGURED)  # so a later change of how settings apply can tell these runs apart
         return self.state.configure(change)
 
     @configure.validator

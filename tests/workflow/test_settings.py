@@ -13,11 +13,13 @@ import httpx
 import pytest
 import pytest_asyncio
 from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.worker import Replayer, Worker
 
 from core.errors import ErrorCode, ThreadlineError
 from core.models import Budget, ConversationSettings, ConversationStatus, SettingsSend
 from core.settings import Settings
 from core.temporal import workflow_id
+from tests.clients.test_minimal_start import start_bare
 from tests.support.fakeprovider import FakeProvider
 from tests.support.service_kit import send, serving
 from tests.surfaces.test_cli import clean_env, threadline
@@ -25,6 +27,7 @@ from tests.workflow.test_budgets import LM, PRICES, TURN, records
 from threadline.client import Threadline, connect
 from threadline.http import create_app
 from worker import build_worker
+from workflows.conversation import ConversationWorkflow
 
 
 @pytest_asyncio.fixture(name="priced")
@@ -191,3 +194,24 @@ async def test_threadline_settings_prints_and_changes_the_budget(
     assert 0 == second.returncode, second.stderr
     assert (1, True) == (wrong.returncode, "invalid-request" in wrong.stderr)
     assert (0, True) == (closed.returncode, "no running workflow" in closed.stdout)
+
+
+async def test_a_bare_start_configured_by_plain_json_holds_the_budget_and_replays(
+    client: Client, settings: Settings, worker: Worker, cid: str
+) -> None:
+    """A client that knows only docs/workflow.md starts the conversation and configures it at once, by
+    plain JSON: the budget holds (the send is refused before its model is asked), the `status` query
+    shows it, and the history replays."""
+    handle = await start_bare(client, settings, cid)
+
+    changed = await handle.execute_update("configure", {"budget": {"tokens": 0}})
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await handle.execute_update("send", {"request_id": "r-1", "inputs": {"message": "Hello"}})
+    status = await handle.query("status", result_type=ConversationStatus)
+
+    assert {"budget": {"tokens": 0, "cost": None}, "configured": ["budget"]} == changed
+    assert ErrorCode.BUDGET_EXCEEDED == getattr(refused.value.cause, "type", None)
+    assert Budget(tokens=0) == status.settings.budget
+    await Replayer(workflows=[ConversationWorkflow], data_converter=client.data_converter).replay_workflow(
+        await handle.fetch_history()
+    )
