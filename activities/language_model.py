@@ -136,14 +136,15 @@ def _steered_steps(exchange: Mapping[str, Any], *, prefix: str) -> list[Message]
     step_number = 0
     for step in exchange.get("steps") or ():
         if step.get("kind") == "model":
-            out.extend(_steer_messages(s for s in steers if s.get("step") == step_number))
+            out.extend(steer_messages(s for s in steers if s.get("step") == step_number))
             step_number += 1
         out.extend(step_messages([step], prefix=prefix))
-    out.extend(_steer_messages(s for s in steers if not isinstance(s.get("step"), int) or s["step"] >= step_number))
+    out.extend(steer_messages(s for s in steers if not isinstance(s.get("step"), int) or s["step"] >= step_number))
     return out
 
 
-def _steer_messages(steers: Iterable[Mapping[str, Any]]) -> list[Message]:
+def steer_messages(steers: Iterable[Mapping[str, Any]]) -> list[Message]:
+    """Steers (`{"inputs", "said"}`) as messages: what a call a steer cut short had said, then the steer."""
     out: list[Message] = []
     for steer in steers:
         if steer.get("said"):

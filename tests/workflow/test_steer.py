@@ -130,15 +130,19 @@ async def test_later_turns_render_and_ask_again_show_a_plain_turns_steer_where_i
     live: Threadline, fake: FakeProvider, cid: str
 ) -> None:
     """The next turn's request shows the steered turn as it was asked: its message, what the cut call had
-    said, the steer, then its answer; `render` and `ask_again` of that next turn show the same."""
-    fake.add(Reply(STORY, chunks=40, delay=0.1), Reply("A short one."), Reply("You are welcome."), Reply("Again."))
+    said, the steer, then its answer; `render` and `ask_again` of that next turn show the same, and
+    `ask_again` of the steered turn sends its last request with the steer."""
+    replies = ("A short one.", "Short again.", "You are welcome.", "Again.")
+    fake.add(Reply(STORY, chunks=40, delay=0.1), *(Reply(text) for text in replies))
     chat = live.conversation("tutor", id=cid, lm=MODEL)
     running = await chat.send("Tell me a story.")
     await asked(fake, 1)
     await asyncio.sleep(1.0)  # some of the story is written
     await live.conversation("tutor", id=cid, lm=MODEL, sends="steer").send("Make it short.")
-    said = (await running.result()).steers[0]["said"]
+    steered = await running.result()
+    said = steered.steers[0]["said"]
 
+    own = await (await chat.turn(steered.id)).ask_again()
     rendered = await chat.render("Thanks!")
     thanks = await chat.predict("Thanks!")
     again = await thanks.ask_again()
@@ -150,7 +154,8 @@ async def test_later_turns_render_and_ask_again_show_a_plain_turns_steer_where_i
         ("assistant", "A short one."),
         ("user", "Thanks!"),
     ]
-    assert earlier == roles(fake.requests[2].body)
+    assert earlier[:3] == roles(fake.requests[1].body) == roles(fake.requests[2].body) == roles(own.request)
+    assert earlier == roles(fake.requests[3].body)
     assert earlier == roles(rendered.request)
     assert earlier == roles(again.request)
 
