@@ -1,6 +1,6 @@
 """Asking a turn again: the request the turn sent (what it was shown, as its `saw` records it, under the
-conversation's context rule, its program and its model unless another is named), sent once more. The
-answer is returned and nothing is appended.
+conversation's context rule, its program and its model unless another is named; the steers it took,
+after its message), sent once more. The answer is returned and nothing is appended.
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from core.errors import ErrorCode, ThreadlineError
 from store.backends.reader import ConversationLog, now
 from store.log.imports import MODEL as IMPORTED
 from store.log.state import Log, Turn
+from store.log.steers import taken
 from store.programs.program import Program
 
 from .asking import ask
-from .language_model import Providers, split_model
+from .language_model import Providers, split_model, steer_messages
 from .plan import request_of, shown_for_run
 from .providers import request_body
 
@@ -36,8 +37,11 @@ async def ask_again(
         message = f"turn {turn.id} was shown other turns than this conversation's context rule gives now; ask"
         message += " again through a conversation handle with the rule it was sent under"
         raise ThreadlineError(ErrorCode.TURN_STATE, message, turn=turn.id)
-    request = request_of(program, seen, turn.inputs, model=split_model(lm)[1])
-    asked = await ask(providers, program, turn.inputs, lm=lm, earlier=seen.exchanges, sections=seen.sections)
+    steps = steer_messages({"inputs": s.inputs, "said": s.said} for s in taken(turn)) if turn.steers else []
+    request = request_of(program, seen, turn.inputs, model=split_model(lm)[1], steps=steps)
+    asked = await ask(
+        providers, program, turn.inputs, lm=lm, earlier=seen.exchanges, sections=seen.sections, steps=steps
+    )
     return AskedAgain(
         turn=turn.id,
         model=lm,

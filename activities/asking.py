@@ -40,15 +40,17 @@ async def ask(
     lm: str,
     earlier: Sequence[Mapping[str, Any]] = (),
     sections: Sequence[str] = (),
+    steps: Sequence[Message] = (),
 ) -> Asked:
-    """Ask `program`'s model `inputs` after the `earlier` exchanges (`{inputs, outputs}`), heartbeating.
+    """Ask `program`'s model `inputs` after the `earlier` exchanges (`{inputs, outputs}`), then `steps`
+    (the turn's own steers), heartbeating.
 
     Raises:
         ThreadlineError: `provider-unconfigured`, the provider's errors, or `parse-failed` when the
             repaired reply does not fit either.
     """
     provider, name = providers.resolve(lm)
-    request = build_request(program, earlier, inputs, model=name, sections=sections)
+    request = build_request(program, earlier, inputs, model=name, sections=sections, steps=steps)
     started = time.monotonic()
     try:
         reply = await heartbeating(_checked(provider.complete(request), program))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -110,7 +110,7 @@ def build_request(
     messages: list[Message] = []
     for n, exchange in enumerate(exchanges):
         messages.append(Message("user", render_values(exchange.get("inputs") or {})))
-        messages.extend(step_messages(exchange.get("steps") or (), prefix=f"t{n}_"))
+        messages.extend(_steered_steps(exchange, prefix=f"t{n}_"))
         messages.append(Message("assistant", render_values(exchange.get("outputs") or {})))
     messages.append(Message("user", render_values(inputs)))
     written = ("plain", "reasoning")  # the model writes its reasoning too, when the program asks for it
@@ -125,6 +125,32 @@ def build_request(
         tools=tuple(t.spec for t in program.tools),
         max_tokens=max_tokens,
     )
+
+
+def _steered_steps(exchange: Mapping[str, Any], *, prefix: str) -> list[Message]:
+    """An earlier turn's steps as messages, with each steer it took (`steers`: `{"inputs", "step",
+    "said"}`) as the user's message just before the model step it joined, as the turn itself was shown it
+    (after what a call it cut short had said)."""
+    steers: list[Mapping[str, Any]] = list(exchange.get("steers") or ())
+    out: list[Message] = []
+    step_number = 0
+    for step in exchange.get("steps") or ():
+        if step.get("kind") == "model":
+            out.extend(steer_messages(s for s in steers if s.get("step") == step_number))
+            step_number += 1
+        out.extend(step_messages([step], prefix=prefix))
+    out.extend(steer_messages(s for s in steers if not isinstance(s.get("step"), int) or s["step"] >= step_number))
+    return out
+
+
+def steer_messages(steers: Iterable[Mapping[str, Any]]) -> list[Message]:
+    """Steers (`{"inputs", "said"}`) as messages: what a call a steer cut short had said, then the steer."""
+    out: list[Message] = []
+    for steer in steers:
+        if steer.get("said"):
+            out.append(Message("assistant", str(steer["said"])))
+        out.append(Message("user", render_values(steer.get("inputs") or {})))
+    return out
 
 
 def step_messages(steps: Sequence[Mapping[str, Any]], *, prefix: str = "") -> list[Message]:

@@ -97,8 +97,10 @@ class LLMActivities:
             if err.retryable:
                 raise
             return await run.fail(err)
-        if isinstance(result, Paused) and result.reason == "waiting" and run.deadline is not None:
-            return result.model_copy(update={"deadline": run.deadline})  # the workflow keeps its clock
+        if isinstance(result, Paused) and result.reason == "waiting":
+            deadline = run.deadline_of(result.approvals)
+            if deadline is not None:
+                return result.model_copy(update={"deadline": deadline})  # the workflow keeps its clock
         return result
 
     @activity.defn(name="prepare_turn")
@@ -115,7 +117,7 @@ class LLMActivities:
         """Refuse `budget-exceeded` when the send, placed as it says (its topic not yet known), would
         exceed its conversation's or its store's budget; `begin_turn` checks again once it is placed."""
         config, send = input.config, input.send
-        budgets = (send.budget or config.budget, self.budgets.get(config.store))
+        budgets = (send.limit(config), self.budgets.get(config.store))
         if not any(budgets):
             return
         program = find_program(self.programs, send.program or config.program)

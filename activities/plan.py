@@ -9,7 +9,7 @@ appending anything: the three cannot disagree.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,7 @@ from store.log.state import Log
 from store.log.turns import Begin, Busy, Existing, Steered, TurnRequest, begin_turn
 from store.programs.program import Program
 
-from .language_model import ModelRequest, build_request
+from .language_model import Message, ModelRequest, build_request
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +96,8 @@ def shown_for_run(log: Log, program: Program, turn: str, rule: ContextRule, *, n
     )
 
 
-def request_of(program: Program, seen: Shown, inputs: Mapping[str, Any], *, model: str) -> ModelRequest:
-    """The model request of a turn shown `seen` with `inputs`; `model` is the provider's model name."""
-    return build_request(program, seen.exchanges, inputs, model=model, sections=seen.sections)
+def request_of(
+    program: Program, seen: Shown, inputs: Mapping[str, Any], *, model: str, steps: Sequence[Message] = ()
+) -> ModelRequest:
+    """The model request of a turn shown `seen` with `inputs` (then `steps`); `model` is the provider's model name."""
+    return build_request(program, seen.exchanges, inputs, model=model, sections=seen.sections, steps=steps)

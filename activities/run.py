@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Literal
 
@@ -37,6 +37,7 @@ from store.log.state import Log, Turn
 from store.log.steers import Steer, arrived, steered_record, taken
 from store.log.turns import claim_records, failed_record
 from store.programs.approvals import Approve, check_approve
+from store.programs.code import CodeProgram
 from store.records import LEASE_RENEW_SECONDS, STOP_POLL_SECONDS, Record, lease_record, stopped_record
 
 from .helpertools import Halt
@@ -106,6 +107,18 @@ class TurnRun:
         for chosen in (self.input.send.approve, self.input.config.approve, self.program.approve):
             if chosen is not None:
                 return chosen if isinstance(chosen, ApprovalDeadline) else None
+        return None
+
+    def deadline_of(self, approvals: Sequence[Record]) -> ApprovalDeadline | None:
+        """The deadline of the rule that asked `approvals`: the turn's (`deadline`), else, in a program with
+        code whose turn names no rule, that of the helper that asked (its own `approve`)."""
+        if self.deadline is not None or self.approve is not None or not isinstance(self.program, CodeProgram):
+            return self.deadline
+        for item in approvals:
+            path = str(item.get("path") or "").split("/")  # <program>/<helper>/<tool> (`HelperTools._item`)
+            helper = self.program.helpers.get(path[1]) if len(path) == 3 else None
+            if helper is not None and isinstance(helper.approve, ApprovalDeadline):
+                return helper.approve
         return None
 
     @property

@@ -120,7 +120,7 @@ class TranscriptActivities:
                     kind="existing", turn=existing.id, parent=existing.parent, outcome=outcome, store_id=store_id
                 )
             if isinstance(decided, Begin):  # before the model is asked and before anything is recorded
-                budgets = (send.budget or config.budget, self.budgets.get(config.store))
+                budgets = (send.limit(config), self.budgets.get(config.store))
                 self.check_budget(log, program, decided, request.inputs, budgets=budgets, lm=send.lm or config.lm)
             try:
                 await conversation.append(decided.records, expect=decided.expect)

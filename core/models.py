@@ -174,6 +174,41 @@ class ConversationConfig(Compact):
     shown without them instead of the send being refused `conversation-signature`."""
     budget: Budget | None = None
     """What the conversation may spend; a turn that would exceed it is refused `budget-exceeded` (None: no limit)."""
+    configured: tuple[str, ...] = ()
+    """The settings changed since the start by the `configure` update (`budget`): they hold over what each
+    send carries."""
+
+    def settings(self) -> ConversationSettings:
+        """The settings the `configure` update may change, as they are now."""
+        return ConversationSettings(budget=self.budget, configured=list(self.configured))
+
+    def configure(self, change: SettingsSend) -> ConversationConfig:
+        """This config with `change` made (its budget `{}`: no limit), each setting it names marked configured."""
+        update: dict[str, Any] = {}
+        if change.budget is not None:
+            limited = change.budget.tokens is not None or change.budget.cost is not None
+            update["budget"] = change.budget if limited else None
+        named = tuple(name for name in update if name not in self.configured)
+        return self.model_copy(update={**update, "configured": self.configured + named})
+
+
+class SettingsSend(Model):
+    """The `configure` update: settings of the conversation changed for its next turns (the run carries
+    them through continue-as-new); a setting left out (None) stays as it is."""
+
+    budget: Budget | None = None
+    """What the conversation may spend from its next turn on (`{}`: no limit); it holds over the budget
+    each send carries."""
+
+
+class ConversationSettings(Model):
+    """A conversation's settings that may change while it runs (the `configure` update's answer)."""
+
+    budget: Budget | None = None
+    """What the conversation may spend (None: no limit of its own; a store's budget still holds)."""
+    configured: list[str] = []
+    """The settings changed by `configure` since the conversation's workflow started: they hold over
+    what each send carries."""
 
 
 class CallerTool(Model):
@@ -226,6 +261,13 @@ class TurnSend(Compact):
     def memory(self, config: ConversationConfig) -> dict[str, HelperMemory]:
         """The helpers' memory this send runs with: its own, else the conversation's."""
         return self.remembers if self.remembers is not None else config.remembers
+
+    def limit(self, config: ConversationConfig) -> Budget | None:
+        """The budget this send is held to: the conversation's once `configure` changed it, else the
+        send's own, else the conversation's."""
+        if "budget" in config.configured:
+            return config.budget
+        return self.budget or config.budget
 
 
 class MergeSpec(Compact):
@@ -389,6 +431,8 @@ class ConversationStatus(Model):
     deadlines: dict[str, DeadlineClock] = {}
     """The approval deadlines of the turns waiting for a person, by turn: when each is due, who may
     answer, and how many reminders were given."""
+    settings: ConversationSettings = ConversationSettings()
+    """The settings the next turns run with (the `configure` update changes them)."""
 
 
 # ----- activities

@@ -117,6 +117,14 @@ class ScheduleWhen(Model):
             _check_zone(self.timezone)
         return self
 
+    def changed(self, **given: Any) -> ScheduleWhen:
+        """This timing with the fields `given` (None: left as it is) changed: `cron` replaces `every`
+        and the other way round (`schedule-invalid` when the result cannot fire)."""
+        fields = {name: value for name, value in given.items() if value is not None}
+        if "cron" in fields or "every" in fields:
+            fields = {"cron": None, "every": None, **fields}
+        return when(**{**self.model_dump(), **fields})
+
 
 def _check_zone(name: str) -> None:
     try:
@@ -155,6 +163,9 @@ class ScheduledSend(Model):
     at: datetime | None = None
     """The firing's scheduled time; None: Temporal's `TemporalScheduledStartTime` of the run (set by the
     schedule). Give it to run a firing again by hand: the same time is the same turn."""
+    when: ScheduleWhen | None = None
+    """The schedule's timing as given (Temporal describes a cron as calendars), kept here so a change
+    of timing keeps it too; None: the schedule's memo has it (schedules made before it was kept here)."""
 
 
 class Firing(Model):

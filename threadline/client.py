@@ -41,6 +41,7 @@ from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 from . import closing, embedding
 from .acting import LiveTurn
 from .closing import Closing
+from .configuring import SettingsMethods
 from .crossing import Unreached, crossing
 from .guided import FlowMethods
 from .handle import finished
@@ -195,9 +196,9 @@ class Threadline(Listing):
         return Conversation(self, config)
 
 
-class Conversation(FlowMethods, ScheduleMethods):
+class Conversation(FlowMethods, ScheduleMethods, SettingsMethods):
     """One conversation: send turns, read them, stop them, branch, move the head; guided flows (`FlowMethods`),
-    scheduled turns (`ScheduleMethods`)."""
+    scheduled turns (`ScheduleMethods`), settings changed while it runs (`SettingsMethods`)."""
 
     tl: Threadline
 

@@ -22,10 +22,12 @@ from core.errors import ErrorCode
 from core.models import (
     MAX_REQUEST_ID,
     Begun,
+    ConversationSettings,
     ConversationState,
     ConversationStatus,
     FlowStatus,
     RenderResult,
+    SettingsSend,
     StopSend,
     TurnOutcome,
     TurnSend,
@@ -57,6 +59,7 @@ UPDATES: dict[str, tuple[Any, Any]] = {
     "ask_again": (AskAgain, AskedAgain),
     "setup": (SetupSend, SetupResult),
     "append": (ImportSend, ImportResult),
+    "configure": (SettingsSend, ConversationSettings),
 }
 """Each update's argument and answer (None: it takes none, or answers null)."""
 QUERIES: dict[str, type[BaseModel]] = {"status": ConversationStatus, "flows": FlowStatus}

@@ -3,6 +3,7 @@
     chat = tl.conversation("tutor", id="alex")
     daily = await chat.schedule("Summarise yesterday.", cron="0 9 * * *", timezone="Europe/Paris", id="daily")
     await chat.pause_schedule("daily", note="on holiday")
+    await chat.update_schedule("daily", cron="30 8 * * *")      # its timing or inputs changed
     print([s.id for s in await chat.schedules()])
     await chat.delete_schedule("daily")
 
@@ -30,6 +31,8 @@ from temporalio.client import (
     SchedulePolicy,
     ScheduleSpec,
     ScheduleState,
+    ScheduleUpdate,
+    ScheduleUpdateInput,
 )
 
 from core.errors import ErrorCode, ThreadlineError
@@ -88,7 +91,7 @@ class ScheduleMethods(Handle):
         given = self._inputs((inputs,), {}) if isinstance(inputs, str) else self._inputs((), dict(inputs))
         send = self.sent(given, SendOptions(lm=lm))
         await self.delivery.workflow()  # connects, and settles the store identity and attributes in the config
-        firing = ScheduledSend(config=self.config, schedule=name, send=send)
+        firing = ScheduledSend(config=self.config, schedule=name, send=send, when=timing)
         made = _made(firing, timing, self.tl.settings.task_queue, paused=paused)
         with crossing(_refusal(name, exists=f"conversation {self.id} has a schedule {name!r} already")):
             await self.tl.client.create_schedule(
@@ -120,6 +123,51 @@ class ScheduleMethods(Handle):
         check_text(note, "a note", limit=MAX_NOTE)
         await _call(schedule, (await self._handle(schedule)).unpause(note=note or "resumed"))
         return await self.get_schedule(schedule)
+
+    async def update_schedule(
+        self,
+        schedule: str,
+        *,
+        inputs: str | Mapping[str, Any] | None = None,
+        cron: str | None = None,
+        every: float | timedelta | str | None = None,
+        timezone: str | None = None,
+        start: datetime | None = None,
+        end: datetime | None = None,
+    ) -> ScheduleInfo:
+        """Change what `schedule` sends or when it fires (None: left as it is); `cron` replaces `every`
+        and the other way round. Its next firings follow the new timing; paused, it stays paused.
+
+        Raises:
+            ThreadlineError: `schedule-unknown`, `schedule-invalid` (nothing given, or a timing that
+                cannot fire: nothing changes), `inputs-invalid`.
+        """
+        given = {"cron": cron, "every": every, "timezone": timezone, "start": start, "end": end}
+        if inputs is None and all(value is None for value in given.values()):
+            raise ThreadlineError(
+                ErrorCode.SCHEDULE_INVALID, "name what changes: inputs, cron, every, timezone, start or end"
+            )
+        client, name = await self.tl.temporal(), check_schedule_name(schedule)
+        now = await _describe(client, self.config, name)
+        timing = ScheduleWhen.model_validate(now.model_dump(include=set(ScheduleWhen.model_fields))).changed(**given)
+        new_inputs = None if inputs is None else self._scheduled_inputs(inputs)
+
+        async def changed(current: ScheduleUpdateInput) -> ScheduleUpdate:
+            described = current.description.schedule
+            action = described.action
+            assert isinstance(action, ScheduleActionStartWorkflow), "a Threadline schedule (described above)"
+            [firing] = await client.data_converter.decode(action.args, [ScheduledSend])
+            send = firing.send if new_inputs is None else firing.send.model_copy(update={"inputs": new_inputs})
+            action.args = [firing.model_copy(update={"send": send, "when": timing})]
+            described.spec = _spec(timing)
+            return ScheduleUpdate(schedule=described)
+
+        await _call(name, (await self._handle(name)).update(changed))
+        return await self.get_schedule(name)
+
+    def _scheduled_inputs(self, inputs: str | Mapping[str, Any]) -> dict[str, Any]:
+        """A schedule's new inputs, checked as a send's (a text is the program's single input)."""
+        return self._inputs((inputs,), {}) if isinstance(inputs, str) else self._inputs((), dict(inputs))
 
     async def delete_schedule(self, schedule: str) -> None:
         """Delete `schedule`; a firing already started still sends its turn."""
@@ -162,13 +210,7 @@ def _made(firing: ScheduledSend, timing: ScheduleWhen, task_queue: str, *, pause
 
     config = firing.config
     sid = schedule_id(config.store, config.conversation, firing.schedule)
-    spec = ScheduleSpec(
-        cron_expressions=[timing.cron] if timing.cron else [],
-        intervals=[ScheduleIntervalSpec(every=timedelta(seconds=timing.every))] if timing.every else [],
-        start_at=timing.start,
-        end_at=timing.end,
-        time_zone_name=timing.timezone,
-    )
+    spec = _spec(timing)
     action = ScheduleActionStartWorkflow(
         SCHEDULED_TURN_WORKFLOW,
         firing,
@@ -181,6 +223,16 @@ def _made(firing: ScheduledSend, timing: ScheduleWhen, task_queue: str, *, pause
     policy = SchedulePolicy(overlap=ScheduleOverlapPolicy.ALLOW_ALL, catchup_window=CATCHUP_WINDOW)
     state = ScheduleState(paused=paused, note="made paused" if paused else None)
     return Schedule(action=action, spec=spec, policy=policy, state=state)
+
+
+def _spec(timing: ScheduleWhen) -> ScheduleSpec:
+    return ScheduleSpec(
+        cron_expressions=[timing.cron] if timing.cron else [],
+        intervals=[ScheduleIntervalSpec(every=timedelta(seconds=timing.every))] if timing.every else [],
+        start_at=timing.start,
+        end_at=timing.end,
+        time_zone_name=timing.timezone,
+    )
 
 
 async def _listed(client: Client, config: ConversationConfig, name: str) -> ScheduleInfo | None:
@@ -217,7 +269,7 @@ async def _info(client: Client, described: ScheduleDescription, config: Conversa
         message = f"schedule {name!r} was not made by Threadline (it starts no {SCHEDULED_WORKFLOW} firing)"
         raise ThreadlineError(ErrorCode.SCHEDULE_UNKNOWN, message)
     [firing] = await client.data_converter.decode(action.args, [ScheduledSend])
-    timing = ScheduleWhen.model_validate(memo[_WHEN])
+    timing = firing.when or ScheduleWhen.model_validate(memo[_WHEN])
     state, info = described.schedule.state, described.info
     return ScheduleInfo(
         id=name,

@@ -21,9 +21,11 @@ with workflow.unsafe.imports_passed_through():
         MAX_REQUEST_ID,
         Begun,
         ConversationConfig,
+        ConversationSettings,
         ConversationState,
         ConversationStatus,
         PrepareResult,
+        SettingsSend,
         StopSend,
         TurnOutcome,
         TurnSend,
@@ -130,8 +132,15 @@ class RunState:
     # ----- placing and running
 
     def settle(self, config: ConversationConfig) -> None:
-        """Take the config a minimal start was completed to (the worker's defaults filled in)."""
-        self.config = config
+        """Take the config a minimal start was completed to (the worker's defaults filled in), keeping
+        the settings a `configure` update changed while it was being completed."""
+        changed = {name: getattr(self.config, name) for name in self.config.configured}
+        self.config = config.model_copy(update={**changed, "configured": self.config.configured}) if changed else config
+
+    def configure(self, change: SettingsSend) -> ConversationSettings:
+        """Change the settings the next placed sends run with; continue-as-new carries them in the config."""
+        self.config = self.config.configure(change)
+        return self.config.settings()
 
     def bind_store(self, store_id: str | None) -> None:
         """Bind the store's identity the first placed send reported (later ones leave it)."""
@@ -245,6 +254,7 @@ class RunState:
             turns_this_run=self.this_run,
             summarising=len(self.background),
             last=self.last,
+            settings=self.config.settings(),
         )
 
     def carried(self, *, waiting: list[WaitingTurn] | None = None) -> ConversationState:

@@ -18,10 +18,12 @@ with workflow.unsafe.imports_passed_through():
     from core.models import (
         MAX_REQUEST_ID,
         Begun,
+        ConversationSettings,
         ConversationState,
         ConversationStatus,
         FlowStatus,
         RenderResult,
+        SettingsSend,
         StopSend,
         TurnOutcome,
         TurnSend,
@@ -44,6 +46,8 @@ with workflow.unsafe.imports_passed_through():
 
 CLOSED_ENDS = "closed-ends-before-continuing"
 """Runs from before it continued as new when closed while draining a full run."""
+CONFIGURED = "conversation-settings"
+"""Runs from before it had no `configure` update: their settings never changed mid-run."""
 
 
 @workflow.defn(name=CONVERSATION_WORKFLOW)
@@ -130,6 +134,17 @@ class ConversationWorkflow:
     async def ask_again(self, ask: AskAgain) -> AskedAgain:
         """A turn's exact request sent to its model again; the answer is returned, nothing is recorded."""
         return await self.turns.ask_again(ask)
+
+    @workflow.update(name="configure")
+    def configure(self, change: SettingsSend) -> ConversationSettings:
+        """Change the settings the next turns run with (`budget`); a turn running now keeps its own."""
+        workflow.patched(CONFIGURED)  # so a later change of how settings apply can tell these runs apart
+        return self.state.configure(change)
+
+    @configure.validator
+    def _changes_something(self, change: SettingsSend) -> None:
+        if change.budget is None:
+            raise ApplicationError("name a setting to change: budget", type=ErrorCode.INVALID_REQUEST)
 
     @workflow.update(name="setup")
     async def setup(self, setup: SetupSend) -> SetupResult:

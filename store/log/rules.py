@@ -20,6 +20,7 @@ from .kept import paused_gc
 from .saw import compress as compress
 from .saw import expand as expand
 from .state import Log, Turn
+from .steers import taken
 
 Sends = Literal["queue", "refuse", "branch", "interrupt", "steer"]
 SENDS: tuple[Sends, ...] = ("queue", "refuse", "branch", "interrupt", "steer")
@@ -322,7 +323,7 @@ def _entry(
             # a turn that called tools is shown with its calls and their results, as functai shows it
             answer = {k: v for k, v in outputs.items() if k in kept_outputs}
             exchange = {"inputs": inputs, "outputs": answer, "steps": [dict(s) for s in steps]}
-        return ({"call": t.id, "steps": True} if steps else {"call": t.id}), exchange
+        return ({"call": t.id, "steps": True} if steps else {"call": t.id}), _steered(t, exchange, None)
     # Shown by its values: only the fields the current program has.
     kept = {k: v for k, v in inputs.items() if k in kept_inputs}
     kept_out = {k: v for k, v in outputs.items() if k in kept_outputs}
@@ -333,4 +334,16 @@ def _entry(
     names = sorted(dropped | set(gone))
     if names:
         entry["without"] = names
-    return entry, {"inputs": kept, "outputs": kept_out}
+    return entry, _steered(t, {"inputs": kept, "outputs": kept_out}, kept_inputs - set(gone))
+
+
+def _steered(t: Turn, exchange: dict[str, Any], kept: set[str] | None) -> dict[str, Any]:
+    """`exchange` with the steers `t` took (docs/format-1.md 5.6), as `{"inputs", "step", "said"}` in the
+    order it took them, their inputs cut to `kept` (None: all), so a prompt shows them where they joined."""
+    if not t.steers:
+        return exchange
+    steers = [
+        {"inputs": {k: v for k, v in s.inputs.items() if kept is None or k in kept}, "step": s.step, "said": s.said}
+        for s in taken(t)
+    ]
+    return {**exchange, "steers": steers} if steers else exchange

@@ -182,6 +182,25 @@ async def test_a_programs_own_deadline_approves_a_question_nobody_answered(
     assert ("done", ["refund"]) == (approved.state, acting_programs.RUNS[runs:])
 
 
+async def test_a_helpers_own_deadline_approves_a_question_nobody_answered(
+    skipping: WorkflowEnvironment, timed: Settings, cid: str
+) -> None:
+    """`@threadline.ai(approve={"within": 60, "then": "approve"})` on the helper a program's code calls:
+    its deadline holds as a program's does (the clock is in `status`); a minute on it says yes."""
+    async with build_worker(skipping.client, timed):
+        chat = (await connect(timed, client=skipping.client)).conversation("hurried_desk", id=cid)
+        handle = skipping.client.get_workflow_handle(workflow_id("default", cid))
+        turn = await waiting_turn(chat, "Refund order 5")
+        clock = await status_when(handle, lambda s: turn.id in s.deadlines)
+        runs = len(acting_programs.RUNS)
+        await skipping.sleep(61)
+        approved = await ended(chat, turn.id)
+
+    assert turn.id in clock.deadlines
+    assert [("yes", "deadline")] == approvals(timed, cid)
+    assert ("done", ["refund"]) == (approved.state, acting_programs.RUNS[runs:])
+
+
 def test_a_program_with_a_wrong_deadline_is_refused_where_it_is_defined() -> None:
     """The object form is checked with the program: `program-invalid`, naming what is wrong."""
     with pytest.raises(ThreadlineError) as refused:

@@ -74,3 +74,15 @@ def slow_status(order: str) -> str:
 def slow_shop(request: str) -> str:
     """Help the customer with their order."""
     raise NotImplementedError  # a model answers
+
+
+@threadline.ai(tools=[order_status, refund], approve={"within": 60, "then": "approve"})
+def hurried_clerk(request: str) -> str:
+    """Help the customer with their order; a refund nobody answers within a minute goes ahead."""
+    raise NotImplementedError  # a model answers
+
+
+@threadline.program
+def hurried_desk(request: str) -> str:
+    """A desk whose clerk (a helper) asks about refunds under its own deadline."""
+    return hurried_clerk(request)

@@ -78,3 +78,20 @@ async def test_what_the_service_cannot_do_is_refused(remote_env: dict[str, str],
     assert (1, True) == (render.returncode, "THREADLINE_URL" in render.stderr)
     assert "error: invalid-request" in render.stderr
     assert (1, True) == (wrong.returncode, "error: unauthorized" in wrong.stderr)
+
+
+async def test_settings_through_the_service(remote_env: dict[str, str], cid: str) -> None:
+    """`settings` reads and changes the budget over HTTP; a budget of 0 tokens then refuses the next send."""
+    await threadline_json(remote_env, "send", cid, "one")
+
+    before = await threadline_json(remote_env, "settings", cid)
+    changed = await threadline_json(remote_env, "settings", cid, "--budget", '{"tokens": 0}')
+    refused = await threadline_json(remote_env, "send", cid, "two", status=1)
+    lifted = await threadline_json(remote_env, "settings", cid, "--budget", "null")
+    nothing = await threadline_json(remote_env, "settings", f"{cid}-none", status=1)
+
+    assert (True, None, []) == (before["open"], before["budget"], before["configured"])
+    assert ({"tokens": 0, "cost": None}, ["budget"]) == (changed["budget"], changed["configured"])
+    assert "budget-exceeded" == refused["error"]["code"]
+    assert (None, ["budget"]) == (lifted["budget"], lifted["configured"])
+    assert "conversation-not-found" == nothing["error"]["code"]

@@ -118,3 +118,73 @@ async def test_a_steer_over_http(live: Threadline, fake: FakeProvider, cid: str)
         answer["steers"],
     )
     assert [("s-1", {"message": "Make it short."})] == [(s["request_id"], s["inputs"]) for s in turn.json()["steers"]]
+
+
+def roles(body: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """A request's messages as (role, text), its instruction and tool results' ids left out."""
+    assert body is not None
+    return [(m["role"], m.get("content") or "") for m in body["messages"] if m["role"] != "system"]
+
+
+async def test_later_turns_render_and_ask_again_show_a_plain_turns_steer_where_it_joined(
+    live: Threadline, fake: FakeProvider, cid: str
+) -> None:
+    """The next turn's request shows the steered turn as it was asked: its message, what the cut call had
+    said, the steer, then its answer; `render` and `ask_again` of that next turn show the same, and
+    `ask_again` of the steered turn sends its last request with the steer."""
+    replies = ("A short one.", "Short again.", "You are welcome.", "Again.")
+    fake.add(Reply(STORY, chunks=40, delay=0.1), *(Reply(text) for text in replies))
+    chat = live.conversation("tutor", id=cid, lm=MODEL)
+    running = await chat.send("Tell me a story.")
+    await asked(fake, 1)
+    await asyncio.sleep(1.0)  # some of the story is written
+    await live.conversation("tutor", id=cid, lm=MODEL, sends="steer").send("Make it short.")
+    steered = await running.result()
+    said = steered.steers[0]["said"]
+
+    own = await (await chat.turn(steered.id)).ask_again()
+    rendered = await chat.render("Thanks!")
+    thanks = await chat.predict("Thanks!")
+    again = await thanks.ask_again()
+
+    earlier = [
+        ("user", "Tell me a story."),
+        ("assistant", said),
+        ("user", "Make it short."),
+        ("assistant", "A short one."),
+        ("user", "Thanks!"),
+    ]
+    assert earlier[:3] == roles(fake.requests[1].body) == roles(fake.requests[2].body) == roles(own.request)
+    assert earlier == roles(fake.requests[3].body)
+    assert earlier == roles(rendered.request)
+    assert earlier == roles(again.request)
+
+
+async def test_a_later_turn_shows_a_tool_turns_steer_after_the_tool_round_it_followed(
+    live: Threadline, fake: FakeProvider, cid: str
+) -> None:
+    """Shown whole with its tool steps, the steered tool turn keeps its steer between the first round's
+    result and the answer, as the turn itself was asked."""
+    fake.add(
+        Reply(calls=(Call("call_1", "order_status", {"order": "7"}),), delay=0.3),
+        Reply("Order 7 is in Leeds, and order 8 ships tomorrow."),
+        Reply("You are welcome."),
+    )
+    chat = live.conversation("shop", id=cid, lm=MODEL)
+    running = await chat.send("Where is order 7?")
+    await asked(fake, 1)
+    await live.conversation("shop", id=cid, lm=MODEL, sends="steer").send("And order 8?")
+    await running.result()
+
+    await chat.predict("Thanks.")
+
+    shown = roles(fake.requests[2].body)
+    assert [
+        ("user", "Where is order 7?"),
+        ("assistant", ""),
+        ("tool", shown[2][1]),
+        ("user", "And order 8?"),
+        ("assistant", "Order 7 is in Leeds, and order 8 ships tomorrow."),
+        ("user", "Thanks."),
+    ] == shown
+    assert "Leeds" in shown[2][1]

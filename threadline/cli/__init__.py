@@ -14,6 +14,7 @@ conversations from the shell.
     threadline list --state idle               # conversations from Temporal visibility
     threadline approve shop-1 TURN [--deny]    # answer what a waiting turn asks; it goes on by itself
     threadline schedule add alex "Any news?" --every PT1H   # a turn sent on a schedule
+    threadline settings alex --budget '{"tokens": 80000}'  # change what its next turns may spend
     threadline serve --port 8000               # the HTTP service
     threadline store copy default postgresql://db/threadline   # a folder store into PostgreSQL
 
@@ -43,6 +44,7 @@ from . import (
     learning_commands,
     schedule_commands,
     serving,
+    settings_commands,
     store_commands,
 )
 from .common import Command, close_opened
@@ -122,4 +124,5 @@ def build_parser() -> argparse.ArgumentParser:
     flow_commands.add_commands(commands, common)
     acting_commands.add_commands(commands, common)
     schedule_commands.add_commands(commands, common)
+    settings_commands.add_commands(commands, common)
     return parser

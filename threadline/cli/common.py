@@ -19,7 +19,7 @@ from . import output
 from .output import Output
 
 if TYPE_CHECKING:  # imported where used: parsing the command line needs none of them (see cli/__init__.py)
-    from core.models import ConversationConfig, TurnOutcome
+    from core.models import ConversationConfig, ConversationSettings, TurnOutcome
     from core.settings import Settings
     from threadline.client import Conversation
     from threadline.closing import Closing
@@ -84,6 +84,8 @@ class Chat(Protocol):
     async def head(self, turn: str) -> None: ...
     async def close(self) -> Closing: ...
     async def purge(self, *, force: bool = False) -> Purged: ...
+    async def configure(self, *, budget: Any = None) -> ConversationSettings: ...
+    async def settings(self) -> ConversationSettings | None: ...
 
 
 def env_settings() -> Settings:

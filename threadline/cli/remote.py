@@ -4,7 +4,7 @@ the service's routes.
 
     THREADLINE_URL=https://threadline.internal THREADLINE_API_KEY=... threadline send alex "Hi"
 
-`send`, `chat`, `turns`, `show`, `history`, `stop` and `head` work this way; `render` and the
+`send`, `chat`, `turns`, `show`, `history`, `stop`, `head` and `settings` work this way; `render` and the
 serving commands need Temporal (and `store` the stores themselves), so they refuse while it is set.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from core.errors import ErrorCode, ThreadlineError
-from core.models import ConversationConfig, Sends, TurnOutcome
+from core.models import ConversationConfig, ConversationSettings, Sends, TurnOutcome
 from store.backends.base import check_id
 from threadline.closing import Closing
 from threadline.purging import Purged
@@ -47,7 +47,7 @@ def refuse_remote(command: str) -> None:
         raise ThreadlineError(
             ErrorCode.INVALID_REQUEST,
             f"`threadline {command}` needs Temporal and the stores, not the HTTP service: unset THREADLINE_URL "
-            "(send, chat, turns, show, history, stop and head work through it)",
+            "(send, chat, turns, show, history, stop, head and settings work through it)",
         )
 
 
@@ -230,6 +230,17 @@ class RemoteConversation:
         removed = found.get("removed") or {}
         counts = {name: int(removed.get(name) or 0) for name in ("records", "streams", "calls")}
         return Purged(closing=_closing(found), **counts)
+
+    async def configure(self, *, budget: Any = None) -> ConversationSettings:
+        """Change the settings its next turns run with (`PATCH .../settings`); None leaves it as it is."""
+        body = {} if budget is None else {"budget": budget.model_dump(exclude_none=True)}
+        found = await self.service.call("PATCH", self._path("/settings"), params=self._query(), json=body)
+        return ConversationSettings.model_validate(found)
+
+    async def settings(self) -> ConversationSettings | None:
+        """The settings its next turns run with (None: its workflow is not running)."""
+        found = await self.service.call("GET", self._path("/settings"), params=self._query())
+        return ConversationSettings.model_validate(found) if found["open"] else None
 
     async def head(self, turn: str | Turn) -> None:
         """Move the conversation's head to `turn`."""

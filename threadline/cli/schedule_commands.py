@@ -1,8 +1,9 @@
-"""The schedule commands: `schedule add`, `list`, `pause`, `resume` and `delete` (scheduled turns).
+"""The schedule commands: `schedule add`, `list`, `update`, `pause`, `resume` and `delete` (scheduled turns).
 
 threadline schedule add alex "Summarise yesterday." --cron "0 9 * * *" --timezone Europe/Paris --name daily
 threadline schedule add alex "Any news?" --every PT1H      # or seconds: --every 3600
 threadline schedule list alex
+threadline schedule update alex daily --cron "30 8 * * *"  # or --every, --timezone, --message ...
 threadline schedule pause alex daily --note "on holiday"
 threadline schedule delete alex daily
 """
@@ -45,6 +46,7 @@ def add_commands(commands: Subcommands, common: argparse.ArgumentParser) -> None
         action.add_argument("name", metavar="NAME", help="the schedule's name")
         action.add_argument("--note", help="why (kept with the schedule)")
         action.set_defaults(run=run_pause if name == "pause" else run_resume)
+    _add_update(actions, common)
     delete = actions.add_parser("delete", parents=[common], help="delete a schedule")
     add_conversation(delete)
     delete.add_argument("name", metavar="NAME", help="the schedule's name")
@@ -74,6 +76,26 @@ def _add_add(actions: Subcommands, common: argparse.ArgumentParser) -> None:
     add.add_argument("--lm", metavar="MODEL", help="the model of its turns (default THREADLINE_MODEL)")
     add.add_argument("--paused", action="store_true", help="make it paused (`schedule resume` starts it)")
     add.set_defaults(run=run_add)
+
+
+def _add_update(actions: Subcommands, common: argparse.ArgumentParser) -> None:
+    update = actions.add_parser(
+        "update",
+        parents=[common],
+        help="change when a schedule fires or what it sends",
+        description="Change schedule NAME of conversation ID: what it sends (--message) or when it fires "
+        "(--cron replaces --every and the other way round); what is not given stays. Paused, it stays paused.",
+    )
+    add_conversation(update, program=True)
+    update.add_argument("name", metavar="NAME", help="the schedule's name")
+    update.add_argument("--message", metavar="MESSAGE", help="the new input, or a JSON object of inputs")
+    when = update.add_mutually_exclusive_group()
+    when.add_argument("--cron", metavar="EXPR", help='a cron expression, e.g. "0 9 * * MON-FRI"')
+    when.add_argument("--every", metavar="DURATION", help="an interval: seconds, or ISO 8601 (PT1H)")
+    update.add_argument("--timezone", metavar="TZ", help="the cron's time zone, e.g. Europe/Paris")
+    update.add_argument("--start", metavar="TIME", help="no firing before TIME (ISO 8601, with a zone)")
+    update.add_argument("--end", metavar="TIME", help="no firing after TIME (ISO 8601, with a zone)")
+    update.set_defaults(run=run_update)
 
 
 async def run_add(args: argparse.Namespace, out: Output) -> int:
@@ -118,6 +140,24 @@ async def run_resume(args: argparse.Namespace, out: Output) -> int:
     chat = await open_local(args, env_settings())
     resumed = await chat.resume_schedule(args.name, note=args.note)
     out.emit(resumed.model_dump(mode="json"), _described(resumed))
+    return 0
+
+
+async def run_update(args: argparse.Namespace, out: Output) -> int:
+    """Change a schedule's timing or inputs; print it."""
+    settings = env_settings()
+    inputs = None if args.message is None else message_inputs(args.message, args.program, settings)
+    chat = await open_local(args, settings)
+    changed = await chat.update_schedule(
+        args.name,
+        inputs=inputs,
+        cron=args.cron,
+        every=_duration(args.every),
+        timezone=args.timezone,
+        start=_moment(args.start, "--start"),
+        end=_moment(args.end, "--end"),
+    )
+    out.emit(changed.model_dump(mode="json"), _described(changed))
     return 0
 
 

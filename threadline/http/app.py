@@ -29,6 +29,7 @@ from threadline.client import Threadline, connect
 from threadline.crossing import SDK_ERROR
 
 from . import article, codec, openai_conversations, openai_responses
+from .configuring import configuring
 from .learning import router as learning_router
 from .limits import DEFAULT_LIMITS, Limits, timed_protocol
 from .middleware import APIKey, Auth, BodyLimit, RequestLog, on_error, on_http_error
@@ -164,6 +165,7 @@ def create_app(
     app.include_router(openai_conversations.router)
     app.include_router(openai_responses.router)
     app.include_router(scheduling)
+    app.include_router(configuring)
     app.include_router(probes)
     codec.install(app, tl.settings)
     return guarded(app, app.state.config)

@@ -3,7 +3,7 @@
     POST   /v1/conversations/{id}/schedules             {"message" | "inputs", "cron" | "every", "timezone", ...}
     GET    /v1/conversations/{id}/schedules
     GET    /v1/conversations/{id}/schedules/{schedule}
-    PATCH  /v1/conversations/{id}/schedules/{schedule}  {"paused": true | false, "note"}
+    PATCH  /v1/conversations/{id}/schedules/{schedule}  {"paused", "note", "message" | "inputs", "cron" | "every", ...}
     DELETE /v1/conversations/{id}/schedules/{schedule}
 
 Each firing is a normal turn of the conversation; closing the conversation (`DELETE
@@ -82,15 +82,44 @@ class ScheduleRequest(m.RequestBody):
 
 
 class SchedulePatch(m.RequestBody):
-    """Pause or resume a schedule."""
+    """Pause or resume a schedule, change what it sends or when it fires; a field left out stays as it is."""
 
     model_config = ConfigDict(
-        json_schema_extra={"examples": [{"paused": True, "note": "on holiday"}, {"paused": False}]}
+        json_schema_extra={
+            "examples": [
+                {"paused": True, "note": "on holiday"},
+                {"paused": False},
+                {"cron": "30 8 * * MON-FRI", "timezone": "Europe/Paris"},
+                {"every": "PT2H", "message": "Anything new?"},
+            ]
+        }
     )
 
-    paused: bool
+    paused: bool | None = None
     note: str | None = None
-    """Why (kept with the schedule, shown in Temporal too)."""
+    """Why it was paused or resumed (kept with the schedule, shown in Temporal too)."""
+    inputs: dict[str, Any] | None = None
+    message: str | None = None
+    """The new input of a program with one text input (or `inputs`, not both)."""
+    cron: str | None = None
+    """A new cron expression (it replaces `every`)."""
+    every: float | str | None = None
+    """A new interval (it replaces `cron`): seconds, or an ISO 8601 duration."""
+    timezone: str | None = None
+    start: datetime | None = Field(default=None, strict=False)
+    end: datetime | None = Field(default=None, strict=False)
+
+    def timed(self) -> bool:
+        """Whether it changes when the schedule fires."""
+        return any(value is not None for value in (self.cron, self.every, self.timezone, self.start, self.end))
+
+    @model_validator(mode="after")
+    def _something(self) -> SchedulePatch:
+        if self.inputs is not None and self.message is not None:
+            raise ValueError("give either `inputs` (an object) or `message` (a string), not both")
+        if self.paused is None and self.inputs is None and self.message is None and not self.timed():
+            raise ValueError("name what changes: paused, inputs or message, cron, every, timezone, start or end")
+        return self
 
 
 class ScheduleDeleted(BaseModel):
@@ -133,10 +162,25 @@ async def get_schedule(chat: Chat, schedule: str) -> ScheduleInfo:
 
 @scheduling.patch("/{conversation_id}/schedules/{schedule}")
 async def change_schedule(chat: Chat, schedule: str, body: SchedulePatch) -> ScheduleInfo:
-    """Pause (`{"paused": true}`) or resume a schedule; firings missed while paused are not made up."""
-    if body.paused:
+    """Change what a schedule sends or when it fires (`cron` replaces `every` and the other way round),
+    and pause (`{"paused": true}`) or resume it; firings missed while paused are not made up."""
+    inputs = body.message if body.message is not None else body.inputs
+    changed = None
+    if inputs is not None or body.timed():
+        changed = await chat.update_schedule(
+            schedule,
+            inputs=inputs,
+            cron=body.cron,
+            every=body.every,
+            timezone=body.timezone,
+            start=body.start,
+            end=body.end,
+        )
+    if body.paused is True:
         return await chat.pause_schedule(schedule, note=body.note)
-    return await chat.resume_schedule(schedule, note=body.note)
+    if body.paused is False:
+        return await chat.resume_schedule(schedule, note=body.note)
+    return changed or await chat.get_schedule(schedule)
 
 
 @scheduling.delete("/{conversation_id}/schedules/{schedule}")
