@@ -142,6 +142,8 @@ class ScheduleMethods(Handle):
             ThreadlineError: `schedule-unknown`, `schedule-invalid` (nothing given, or a timing that
                 cannot fire: nothing changes), `inputs-invalid`.
         """
+        from core.schedules import ScheduledSend, ScheduleWhen, check_schedule_name
+
         given = {"cron": cron, "every": every, "timezone": timezone, "start": start, "end": end}
         if inputs is None and all(value is None for value in given.values()):
             raise ThreadlineError(
