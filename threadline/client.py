@@ -38,9 +38,8 @@ from store.programs.program import Program, load_programs
 from store.records import uuid7
 from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 
-from . import closing, embedding
+from . import embedding
 from .acting import LiveTurn
-from .closing import Closing
 from .crossing import Unreached, crossing
 from .guided import FlowMethods
 from .handle import finished
@@ -53,6 +52,7 @@ from .turnstream import Piece, TextWatch, TurnHandle, TurnStream
 if TYPE_CHECKING:
     from store.backends.pgblobs import PostgresBlobs
 
+    from .closing import Closing
     from .purging import Purged
 
 
@@ -420,6 +420,8 @@ class Conversation(FlowMethods, ScheduleMethods):
             ThreadlineError: `turn-unknown` for a turn the log does not hold;
                 `conversation-not-found` when there is nothing at all to stop.
         """
+        from . import closing  # a send never stops or closes: it does not load this
+
         await closing.stop(self.delivery, await self._read(), turn)
 
     async def close(self) -> Closing:
@@ -432,6 +434,8 @@ class Conversation(FlowMethods, ScheduleMethods):
         Raises:
             ThreadlineError: `conversation-not-found` when there are neither records, a workflow nor schedules.
         """
+        from . import closing
+
         return await closing.close(self.delivery, await self._read())
 
     async def purge(self, *, force: bool = False) -> Purged:
