@@ -38,9 +38,8 @@ from store.programs.program import Program, load_programs
 from store.records import uuid7
 from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 
-from . import closing, embedding
+from . import embedding
 from .acting import LiveTurn
-from .closing import Closing
 from .configuring import SettingsMethods
 from .crossing import Unreached, crossing
 from .guided import FlowMethods
@@ -54,6 +53,7 @@ from .turnstream import Piece, TextWatch, TurnHandle, TurnStream
 if TYPE_CHECKING:
     from store.backends.pgblobs import PostgresBlobs
 
+    from .closing import Closing
     from .purging import Purged
 
 
@@ -421,6 +421,8 @@ class Conversation(FlowMethods, ScheduleMethods, SettingsMethods):
             ThreadlineError: `turn-unknown` for a turn the log does not hold;
                 `conversation-not-found` when there is nothing at all to stop.
         """
+        from . import closing  # a send never stops or closes: it does not load this
+
         await closing.stop(self.delivery, await self._read(), turn)
 
     async def close(self) -> Closing:
@@ -433,6 +435,8 @@ class Conversation(FlowMethods, ScheduleMethods, SettingsMethods):
         Raises:
             ThreadlineError: `conversation-not-found` when there are neither records, a workflow nor schedules.
         """
+        from . import closing
+
         return await closing.close(self.delivery, await self._read())
 
     async def purge(self, *, force: bool = False) -> Purged:

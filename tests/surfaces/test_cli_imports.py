@@ -128,11 +128,12 @@ print(json.dumps({"status": status, "modules": sorted(sys.modules)}))
 SENDING = (
     *("psycopg", "psycopg_pool", "httpx", "activities", "store.calls", "worker", "temporalio.worker"),
     *("structlog", "rich", "store.flows", "core.schedules", "core.toolmodels", "core.again_models"),
-    "core.records_models",
+    *("core.records_models", "threadline.closing"),
 )
 """What a send from the command line never needs: the worker's side (activities, providers, the call
 log), the PostgreSQL driver when the store is a folder, the workflow code beyond its names; structlog
-while nothing is logged; guided flows, schedules, turn actions and the setup and import models."""
+while nothing is logged; guided flows, schedules, turn actions and the setup and import models;
+stopping and closing."""
 
 
 @pytest.mark.parametrize(
