@@ -386,6 +386,9 @@ class BeginInput(Compact):
     send: TurnSend
     holding: list[str] = []
     """The turns the workflow drives now: any other open turn it placed was lost with its task."""
+    at_once: bool = False
+    """The send is placed and run in one step (`place_and_run`): an open turn this workflow placed under
+    its request id is that step's turn, found `existing`, never an orphan; and it steers no turn."""
 
 
 class OpenTurn(Compact):
@@ -504,6 +507,14 @@ class Paused(Model):
 
 RunResult = Annotated[Ended | Yielded | Interrupted | ToolRound | Paused, Field(discriminator="kind")]
 """How an attempt at a turn came out."""
+
+
+class PlacedRun(Compact):
+    """How a send placed and run in one step (`place_and_run`) came out: how it was placed, and, when
+    that placed its turn (or found the step's own turn placed), how running it came out."""
+
+    placed: BeginResult
+    result: RunResult | None = None
 
 
 class TurnRef(Compact):
