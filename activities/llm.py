@@ -104,7 +104,10 @@ class LLMActivities:
         elif placed.kind != "begun":
             return PlacedRun(placed=placed)
         run = RunInput(config=input.config, send=input.send, turn=placed.turn)
-        return PlacedRun(placed=placed, result=await self._run(run))
+        result = await self._run(run)
+        # what the workflow knows already stays out of its history: the store it named, the log's length
+        store_id = None if input.config.store_id else placed.store_id
+        return PlacedRun(placed=placed.model_copy(update={"records": 0, "store_id": store_id}), result=result)
 
     async def _run(self, input: RunInput) -> RunResult:
         config = input.config
