@@ -365,7 +365,9 @@ class ConversationStatus(Model):
     conversation: str
     program: str
     running: list[str]
+    """The turns this run drives (a send placed and run in one step shows here once its turn is known)."""
     pending: int
+    """The sends queued, and the one being placed and run in one step while its turn is not known here."""
     turns: int
     turns_this_run: int
     summarising: int = 0
