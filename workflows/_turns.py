@@ -261,7 +261,9 @@ class Turns:
         when the send began no turn there (answered, or handed back to the queue)."""
         try:
             sent = await _calls.model(
-                LLMActivities.place_and_run, BeginInput(config=self.state.config, send=send), summary=self._said(send)
+                LLMActivities.place_and_run,
+                BeginInput(config=self.state.config, send=send),
+                summary=self._said(send, placing=True),
             )
         except ApplicationError as err:
             if (
@@ -350,9 +352,11 @@ class Turns:
         run = RunInput(config=self.state.config, send=_bare(send), turn=turn, attempt=attempt)
         return await _calls.model(LLMActivities.run_turn, run, summary=self._said(send))
 
-    def _said(self, send: TurnSend) -> str:
+    def _said(self, send: TurnSend, *, placing: bool = False) -> str:
+        """The model call's summary: the turn's number (counting it while it is placed too) and its first words."""
         model = send.lm or self.state.config.lm
-        return f"turn {self.state.turns + len(self.state.tasks)}: {said(send)}" + (f" ({model})" if model else "")
+        number = self.state.turns + len(self.state.tasks) + placing
+        return f"turn {number}: {said(send)}" + (f" ({model})" if model else "")
 
     async def _summarise(self, send: TurnSend, turn: str) -> None:
         """Extend the branch's summary after its turn, off the path of any answer."""
