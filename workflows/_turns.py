@@ -266,9 +266,8 @@ class Turns:
                 summary=self._said(send, placing=True),
             )
         except ApplicationError as err:
-            if (
-                turn := self._turn_of(send)
-            ) is None:  # not known placed: placed the usual way, which finds it if it was
+            turn = self._turn_of(send)
+            if turn is None:  # not known placed: placed the usual way, which finds its turn if it has one
                 self._hand_back(send)
                 return None
             return turn, await self._give_up(send, turn, err), True
