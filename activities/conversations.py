@@ -22,7 +22,7 @@ from store.log.imports import import_turns, pairs_of
 from store.log.preamble import recorded_at, setup_record
 from store.programs.program import Program
 
-from .transcript import find_program
+from .placing import find_program
 
 logger = structlog.get_logger(__name__)
 

@@ -24,7 +24,7 @@ from store.programs.program import Program
 
 from .asking import ask
 from .language_model import Providers
-from .transcript import find_program
+from .placing import find_program
 
 logger = structlog.get_logger(__name__)
 

@@ -1,5 +1,6 @@
-"""The steps of a conversation that ask a model: running a turn, classifying a send's topic,
-extending a branch's summary, rendering the request a send would make, and asking a turn again.
+"""The steps of a conversation that ask a model: running a turn (or placing a send and running its
+turn in one step), classifying a send's topic, extending a branch's summary, rendering the request
+a send would make, and asking a turn again.
 
 Each model answer is kept in the log before it is used (the turn's `ended`, a topic or summary
 `entry`), so a retry or a resume never pays for it twice.
@@ -17,7 +18,7 @@ from core.again_models import AskAgainInput, AskedAgain
 from core.budgets import Prices
 from core.errors import ThreadlineError
 from core.limits import check_turn
-from core.models import BeginInput, Budget, Paused, PrepareResult, RenderResult, RunInput, RunResult
+from core.models import BeginInput, Budget, Paused, PlacedRun, PrepareResult, RenderResult, RunInput, RunResult
 from core.temporal import coded
 from store.backends.reader import LogCache, now
 from store.backends.streams import Streams
@@ -32,13 +33,13 @@ from .calls import CallWriter
 from .codeturn import CodeTurn
 from .context import Preparer
 from .language_model import Providers, split_model
+from .placing import Placing, find_program, ours, refuse_conversation
 from .plainturn import PlainTurn
 from .plan import plan_turn, turn_request
 from .providers import request_body
 from .run import TurnRun
 from .steps import TurnSteps
 from .toolturn import ToolTurn
-from .transcript import find_program, refuse_conversation
 
 
 class LLMActivities:
@@ -75,12 +76,40 @@ class LLMActivities:
         self.calls = calls or CallWriter({})
         self.prices = dict(prices or {})
         self.budgets = dict(budgets or {})
+        self.placing = Placing(
+            logs, self.programs, prices=self.prices, default_model=default_model, budgets=self.budgets
+        )
 
     @activity.defn(name="run_turn")
     @coded
     async def run_turn(self, input: RunInput) -> RunResult:
         """Run a begun turn's model call while heartbeating, renewing its lease and watching the log
         for a stop or a takeover; end it with exactly one `ended` record."""
+        return await self._run(input)
+
+    @activity.defn(name="place_and_run")
+    @coded
+    async def place_and_run(self, input: BeginInput) -> PlacedRun:
+        """Place a send as `begin_turn` does (its records fsynced before the model is asked), then run
+        its turn as `run_turn` does, in one activity: one task of the workflow's before the model call.
+
+        A retry finds the turn its earlier try placed (`existing`, its own) and runs it on: claimed
+        with the next attempt's lease, its answer never asked for again once recorded. A send that
+        did not begin a turn here (busy, orphans, a turn of another writer's) comes back as placed."""
+        placed = await self.placing.place(input.model_copy(update={"at_once": True}))
+        if placed.kind == "existing" and placed.outcome is None:
+            conversation = await self.logs.open(input.config.store, input.config.conversation, input.config.store_id)
+            if not ours(conversation.log.turns[placed.turn]):
+                return PlacedRun(placed=placed)  # another writer's turn under this request id: followed
+        elif placed.kind != "begun":
+            return PlacedRun(placed=placed)
+        run = RunInput(config=input.config, send=input.send, turn=placed.turn)
+        result = await self._run(run)
+        # what the workflow knows already stays out of its history: the store it named, the log's length
+        store_id = None if input.config.store_id else placed.store_id
+        return PlacedRun(placed=placed.model_copy(update={"records": 0, "store_id": store_id}), result=result)
+
+    async def _run(self, input: RunInput) -> RunResult:
         config = input.config
         program = find_program(self.programs, input.send.program or config.program)
         lm = input.send.lm or config.lm or self.default_model

@@ -35,8 +35,8 @@ from .asking import ask
 from .calls import CallWriter
 from .language_model import Providers
 from .outcomes import outcome_of
+from .placing import find_program
 from .plan import view_of
-from .transcript import find_program
 
 logger = structlog.get_logger(__name__)
 

@@ -29,7 +29,7 @@ from store.programs.tools import ToolCall, unknown_tool_text
 from store.records import LEASE_RENEW_SECONDS, STOP_POLL_SECONDS, Record, lease_record, parse_time
 
 from .observed import executed
-from .transcript import find_program
+from .placing import find_program
 
 logger = structlog.get_logger(__name__)
 

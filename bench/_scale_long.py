@@ -108,7 +108,7 @@ async def current_run(chat: Conversation) -> tuple[int, int]:
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
-    return scheduled.count("run_turn"), len(history.events)
+    return scheduled.count("run_turn") + scheduled.count("place_and_run"), len(history.events)
 
 
 async def advance(fake: FakeProvider, tracks: dict[str, Track], position: int) -> None:

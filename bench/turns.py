@@ -333,7 +333,7 @@ class HistoryPoint:
         return self.run.bytes / self.run.turns
 
 
-TURN_ACTIVITIES = {"run_turn", "bare.append"}
+TURN_ACTIVITIES = {"run_turn", "place_and_run", "bare.append"}
 
 
 async def run_costs(client: Client, wid: str) -> list[RunCost]:

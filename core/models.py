@@ -422,7 +422,9 @@ class ConversationStatus(Model):
     conversation: str
     program: str
     running: list[str]
+    """The turns this run drives (a send placed and run in one step shows here once its turn is known)."""
     pending: int
+    """The sends queued, and the one being placed and run in one step while its turn is not known here."""
     turns: int
     turns_this_run: int
     summarising: int = 0
@@ -460,6 +462,9 @@ class BeginInput(Compact):
     send: TurnSend
     holding: list[str] = []
     """The turns the workflow drives now: any other open turn it placed was lost with its task."""
+    at_once: bool = False
+    """The send is placed and run in one step (`place_and_run`): an open turn this workflow placed under
+    its request id is that step's turn, found `existing`, never an orphan; and it steers no turn."""
 
 
 class OpenTurn(Compact):
@@ -578,6 +583,14 @@ class Paused(Compact):
 
 RunResult = Annotated[Ended | Yielded | Interrupted | ToolRound | Paused, Field(discriminator="kind")]
 """How an attempt at a turn came out."""
+
+
+class PlacedRun(Compact):
+    """How a send placed and run in one step (`place_and_run`) came out: how it was placed, and, when
+    that placed its turn (or found the step's own turn placed), how running it came out."""
+
+    placed: BeginResult
+    result: RunResult | None = None
 
 
 class TurnRef(Compact):

@@ -10,6 +10,9 @@ A send is offered in this order, each part taking it or handing it on:
 3. the turns (`_turns`): everything else begins a turn, and a repeated request id (which the parts
    above hand on) is answered there once.
 
+A send placed and run at once (`_turns`) goes first: until its turn is known here, the next send
+waits while that turn is pinned (found in the log, or placed there), then is offered as above.
+
 A stop goes the same way: a flow's stop (`StopSend.flow`) abandons the flow and nothing else; any
 other cancels the merges it names, and stops turns unless it named a merge's turn alone.
 """
@@ -36,6 +39,9 @@ class Admission:
 
     async def admit(self, send: TurnSend) -> None:
         """Place `send`, the first queued one, in the first part that takes it."""
+        if self.turns.state.unplaced is not None:  # the send before it, placed at once: its turn comes first
+            await self.turns.pin()
+            return
         if not await self.flows.take(send) and not await self.merges.take(send):
             await self.turns.admit(send)
 

@@ -115,6 +115,8 @@ class Observed:
         """The request ids counted as queued (a send waits behind a turn, maybe more than once)."""
         self._instruments: dict[str, Any] = {}
         """This run's metric instruments, made on first use (a replay-safe meter's, with the run's labels)."""
+        self._dropped: set[Any] = set()
+        """Spans of sends placed at once that began no turn there: never ended, so never exported."""
 
     def arrived(self, request_id: str) -> None:
         """Keep the caller's context of a send that just came (a signal's or an update's handler)."""
@@ -129,8 +131,9 @@ class Observed:
             self._parents[turn] = parent
 
     @contextmanager
-    def turn(self, config: ConversationConfig, send: TurnSend, turn: str) -> Iterator[Any]:
-        """The turn's span, current while the turn runs (its activities' spans are its children)."""
+    def turn(self, config: ConversationConfig, send: TurnSend, turn: str | None) -> Iterator[Any]:
+        """The turn's span, current while the turn runs (its activities' spans are its children); a send
+        placed and run at once has its span before its turn is known (`named` then names it)."""
         tracer = telemetry.tracer(__name__)
         if tracer is None:
             yield None
@@ -141,22 +144,38 @@ class Observed:
             "gen_ai.agent.name": program,
             "gen_ai.conversation.id": config.conversation,
             "threadline.store": config.store,
-            "threadline.turn.id": turn,
             "threadline.request.id": send.request_id,
         }
-        if parent := self._parents.pop(turn, None):
-            attributes["threadline.turn.parent"] = parent
         if model := send.lm or config.lm:
             attributes["gen_ai.request.model"] = model
-        origin = self._origins.pop(send.request_id, None)
+        origin = self._origins.get(send.request_id)
         span = tracer.start_span(f"invoke_agent {program}", context=origin, attributes=attributes)
+        if turn is not None:
+            self.named(span, turn)
         with _current(span):
             try:
                 yield span
             except BaseException:
                 # Evicted (its coroutines torn down) or its task failed: the replay that follows ends it.
                 raise
+            if span in self._dropped:  # its send goes back to the queue: its span begins again when placed
+                self._dropped.discard(span)
+                return
+            self._origins.pop(send.request_id, None)
             span.end()
+
+    def named(self, span: Any, turn: str) -> None:
+        """The span's turn is `turn` (and its parent, if known by now)."""
+        if span is None:
+            return
+        span.set_attribute("threadline.turn.id", turn)
+        if parent := self._parents.pop(turn, None):
+            span.set_attribute("threadline.turn.parent", parent)
+
+    def drop(self, span: Any) -> None:
+        """The send of `span`, placed at once, began no turn there: its span is never ended."""
+        if span is not None:
+            self._dropped.add(span)
 
     def ended(
         self, span: Any, config: ConversationConfig, send: TurnSend, outcome: TurnOutcome, *, seconds: float

@@ -1,12 +1,13 @@
 """Turns this workflow placed but lost: it owns every turn it places, even one whose placing it forgot.
 
-`begin_turn` appends a turn's records inside a workflow task; when the Temporal server dies before
-that task is recorded, the task is lost with the update that carried the send, and the log holds a
-placed turn the workflow knows nothing of. Every turn the workflow places is marked with its
-workflow id (`placed_by`, docs/format-1.md 2.3), so the workflow finds those open turns it does not
-drive, at a run's start, when placing the next send (`begin_turn` answers `orphans` instead of
-placing beside them) and before an idle close, and drives each to its end as a send of its own: its
-request id is then known here, so a send repeating it gets that turn's outcome, never a second turn.
+`begin_turn` appends a turn's records inside a workflow task (`place_and_run` in an activity that
+task scheduled); when the Temporal server dies before that task is recorded, the task is lost with
+the update that carried the send, and the log holds a placed turn the workflow knows nothing of.
+Every turn the workflow places is marked with its workflow id (`placed_by`, docs/format-1.md 2.3),
+so the workflow finds those open turns it does not drive, at a run's start, when placing the next
+send (`begin_turn` answers `orphans` instead of placing beside them) and before an idle close, and
+drives each to its end as a send of its own: its request id is then known here, so a send repeating
+it gets that turn's outcome, never a second turn.
 Deterministic; the log is read by an activity.
 """
 

@@ -73,6 +73,11 @@ class RunState:
         """Summaries being made after their turns."""
         self.blocked_on: str | None = None
         """The running turn (or merge) the first queued send waits for."""
+        self.unplaced: TurnSend | None = None
+        """The send being placed and run in one step (`place_and_run`) whose turn this run does not know yet:
+        out of the queue, not yet placed as far as the run knows."""
+        self.wanting: set[str] = set()
+        """Request ids whose callers wait for their placing (`place`, `begun`): placed on their own first."""
         self.turns = carried.turns
         self.this_run = 0
         self.closed = False
@@ -112,6 +117,14 @@ class RunState:
         queued = list(self.pending)
         self.pending.clear()
         return queued
+
+    def hand_back(self, send: TurnSend) -> None:
+        """The send placed in one step did not begin its turn there: first in the queue again, ahead of
+        every send and counted by every stop that came since it left the queue."""
+        if self.unplaced is send:
+            self.unplaced = None
+        self.pending.insert(0, send)
+        self.stops = deque((stop, queued + 1) for stop, queued in self.stops)
 
     def stop_came(self, stop: StopSend) -> None:
         """Queue a stop, with how many sends were queued before it."""
@@ -154,6 +167,14 @@ class RunState:
     def place(self, begun: Begun) -> None:
         """A send was placed (or its request id's turn found): callers of `begun` learn its turn."""
         self.begun[begun.request_id] = begun
+        self.wanting.discard(begun.request_id)
+        if self.unplaced is not None and self.unplaced.request_id == begun.request_id:
+            self.unplaced = None
+
+    def placing(self, send: TurnSend) -> None:
+        """`send` left the queue to be placed and run in one step; its turn is not known here yet."""
+        self.drop_first()
+        self.unplaced = send
 
     def block(self, turn: str) -> None:
         """The queue waits for `turn`, running here, to end."""
@@ -205,6 +226,7 @@ class RunState:
         """Record how a send ended; `new` when it made a turn of its own (not a repeated request id)."""
         self.outcomes[outcome.request_id] = outcome
         self.prepared.pop(outcome.request_id, None)
+        self.wanting.discard(outcome.request_id)
         while len(self.outcomes) > KEPT_OUTCOMES:
             self.outcomes.popitem(last=False)
         if outcome.turn is not None:
@@ -224,11 +246,12 @@ class RunState:
 
     def known(self, request_id: str) -> bool:
         """Whether a send with this request id was queued, placed or answered in this run."""
-        return self.seen(request_id) or any(send.request_id == request_id for send in self.pending)
+        queued = [*self.pending, *([self.unplaced] if self.unplaced else [])]
+        return self.seen(request_id) or any(send.request_id == request_id for send in queued)
 
     def idle(self) -> bool:
-        """Nothing queued, stopping, running or being summarised."""
-        return not (self.pending or self.stops or self.tasks or self.background)
+        """Nothing queued, being placed, stopping, running or being summarised."""
+        return not (self.pending or self.unplaced or self.stops or self.tasks or self.background)
 
     def ready(self) -> bool:
         """A queued send can be placed now (the queue is not waiting for a running turn)."""
@@ -240,7 +263,7 @@ class RunState:
 
     def attributes(self) -> Attributes:
         """What the search attributes show: `running` while a turn runs or a send waits, and the turn count."""
-        return ("running" if self.tasks or self.pending else "idle"), self.turns
+        return ("running" if self.tasks or self.pending or self.unplaced else "idle"), self.turns
 
     def status(self) -> ConversationStatus:
         """The `status` query: what the conversation is doing now."""
@@ -249,7 +272,7 @@ class RunState:
             conversation=self.config.conversation,
             program=self.config.program,
             running=sorted(self.tasks),
-            pending=len(self.pending),
+            pending=len(self.pending) + (self.unplaced is not None),
             turns=self.turns,
             turns_this_run=self.this_run,
             summarising=len(self.background),
@@ -278,6 +301,8 @@ class RunState:
 
     async def placed(self, request_id: str) -> Begun:
         """Wait until the send `request_id` is placed: its turn and parent (the model is asked next)."""
+        if request_id not in self.begun and request_id not in self.outcomes:
+            self.wanting.add(request_id)
         await workflow.wait_condition(lambda: request_id in self.begun or request_id in self.outcomes)
         if request_id in self.begun:
             return self.begun[request_id]

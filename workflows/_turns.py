@@ -4,11 +4,21 @@ run keeps is its `RunState` (`_state`), changed through its methods.
 
 Every path out of a turn ends it: whatever an activity does, the turn leaves the running tasks,
 the queue behind it is unblocked and its waiters get an outcome, coded when it failed.
+
+A send that meets nothing of this run (no turn of its own running, no caller waiting for its
+placing alone) is placed and run at once: one activity, `place_and_run`, places it as `begin_turn`
+does and runs its turn as `run_turn` does, so the turn costs one workflow task before its model is
+asked. Its turn is unknown here until that activity answers; whatever needs it sooner (the next send,
+a `begun` caller, a stop, a close) first pins it: `begin_turn` with `at_once` finds that turn in the
+log, or places it there first (the activity then finds it `existing`, its own, and runs it). A send
+that did not begin its turn in its step (the head of another writer runs, lost turns come first,
+a refusal, a step that gave up) goes back to the front of the queue and is placed the usual way.
 """
 
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -19,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from core.again_models import AskAgain, AskedAgain
     from core.models import (
         BeginInput,
+        BeginResult,
         Begun,
         Ended,
         Interrupted,
@@ -49,6 +60,8 @@ with workflow.unsafe.imports_passed_through():
 
 STEER = "steer"
 """Runs from before never met a `steered` placing: a send was only ever begun, found or refused."""
+AT_ONCE = "place-and-run-at-once"
+"""Runs from before placed every send with `begin_turn` (a local activity), then ran it with `run_turn`."""
 
 
 def _bare(send: TurnSend) -> TurnSend:
@@ -66,6 +79,11 @@ class Turns:
         self.kept = Kept()
         self.orphans = Orphans(state, start=self.start)
         self.observed = Observed()
+        self.stepped: set[str] = set()
+        """Sends whose step did not begin their turn: placed the usual way from then on."""
+        self._step: asyncio.Task[None] | None = None
+        """The task driving the send placed at once (`state.unplaced` while its turn is unknown)."""
+        self._pinning: asyncio.Task[None] | None = None
 
     def ready(self) -> bool:
         """A queued send can be placed now: the queue waits for no running turn, and no send kept for
@@ -76,11 +94,15 @@ class Turns:
 
     async def admit(self, send: TurnSend) -> None:
         """Place the first queued send: it begins a turn, finds its request id's turn, is refused, or
-        waits (the head runs) with the queue behind it."""
+        waits (the head runs) with the queue behind it; or it is placed and run at once."""
         if self.state.seen(send.request_id):
             self.state.drop_first()  # the same send signalled twice: one turn
             return
         send = await self._prepared(send)
+        if self._at_once(send):
+            self.state.placing(send)
+            self._step = asyncio.create_task(self._place_and_run(send))
+            return
         config = self.state.config
         try:
             placed = await _calls.quick(
@@ -119,6 +141,63 @@ class Turns:
             self.state.finish(placed.outcome)
         else:
             self.start(send, placed.turn, Yielded() if existing else None)
+
+    def _at_once(self, send: TurnSend) -> bool:
+        """Whether `send` is placed and run in one step: nothing of this run runs (it cannot wait behind,
+        branch from, interrupt or steer a turn of its own), no caller waits for its placing alone
+        (`place`, `begun`: they want its turn before its answer), and no step of it came back before."""
+        if self.state.tasks or send.request_id in self.state.wanting or send.request_id in self.stepped:
+            return False
+        return workflow.patched(AT_ONCE)
+
+    async def pin(self) -> None:
+        """Learn the turn of the send placed at once (`state.unplaced`), placing it here if its step has
+        not yet, before anything that needs it; at most one pin at a time, whoever asks."""
+        if self.state.unplaced is None:
+            return
+        if self._pinning is None or self._pinning.done():
+            self._pinning = asyncio.create_task(self._pin())
+        await self._pinning
+
+    async def _pin(self) -> None:
+        """`begin_turn` with `at_once`: that turn, or the send placed now (its step then runs it). One that
+        cannot be placed now waits as a queued send waits, until the log moves or its step hands it back;
+        one refused here is refused by its step too, which hands it back."""
+        while (send := self.state.unplaced) is not None:
+            holding = self.orphans.holding()
+            try:
+                placed = await _calls.quick(
+                    TranscriptActivities.begin_turn,
+                    BeginInput(config=self.state.config, send=send, holding=holding, at_once=True),
+                    summary=f"place {said(send)}",
+                )
+            except ApplicationError:
+                await workflow.wait_condition(lambda: self.state.unplaced is not send)
+                return
+            self.state.bind_store(placed.store_id)
+            if self.state.unplaced is not send:
+                return  # its step answered meanwhile
+            if placed.kind in ("begun", "existing"):
+                self._known(send, placed)
+            elif placed.kind == "orphans":
+                await self.orphans.adopt(placed.orphans)
+            else:
+                await self._watch(placed.records)
+
+    def _known(self, send: TurnSend, placed: BeginResult) -> None:
+        """The send placed at once has its turn: callers of `begun` learn it, and it runs here."""
+        if self.state.unplaced is not send or self._step is None:
+            return  # known already
+        self.observed.placed(placed.turn, placed.parent)
+        existing = placed.outcome is not None
+        self.state.place(Begun(request_id=send.request_id, turn=placed.turn, parent=placed.parent, existing=existing))
+        self.state.running(placed.turn, self._step)
+
+    async def placed(self, request_id: str) -> Begun:
+        """Wait until the send `request_id` is placed: its turn and parent (a send placed at once is pinned)."""
+        if self.state.unplaced is not None and self.state.unplaced.request_id == request_id:
+            await self.pin()
+        return await self.state.placed(request_id)
 
     def start(self, send: TurnSend, turn: str, start: RunResult | None = None) -> None:
         """Drive `turn` to its end in the background: a new turn (`start` None), one another writer
@@ -160,14 +239,75 @@ class Turns:
         """Run the turn to its end, then answer its send, whatever happened on the way."""
         began = workflow.now()
         with self.observed.turn(self.state.config, send, turn) as span:
-            try:
-                outcome = await self._to_end(send, turn, start)
-            except ApplicationError as err:  # its end could not be written: the store stayed away too long
-                outcome = TurnOutcome(request_id=send.request_id, turn=turn, state="failed", error=_error(err))
-            seconds = (workflow.now() - began).total_seconds()
-            self.observed.ended(span, self.state.config, send, outcome, seconds=seconds)
+            outcome = await self._outcome(span, send, turn, start, began=began)
         # a wait carried from the run before (`Paused`) is a turn this conversation placed and never counted
-        self.state.finish(outcome, new=start is None or isinstance(start, Paused), inputs=send.inputs)
+        self._ended(send, turn, outcome, new=start is None or isinstance(start, Paused))
+
+    async def _place_and_run(self, send: TurnSend) -> None:
+        """Place `send` and run its turn in one step, then drive the turn on to its end as `_drive` does."""
+        began = workflow.now()
+        with self.observed.turn(self.state.config, send, None) as span:
+            first = await self._first_step(send)
+            if first is None:
+                self.observed.drop(span)
+                return
+            turn, start, new = first
+            self.observed.named(span, turn)
+            outcome = await self._outcome(span, send, turn, start, began=began)
+        self._ended(send, turn, outcome, new=new)
+
+    async def _first_step(self, send: TurnSend) -> tuple[str, RunResult, bool] | None:
+        """`place_and_run`: the turn it ran, how that came out, and whether it is a turn of its own; None
+        when the send began no turn there (answered, or handed back to the queue)."""
+        try:
+            sent = await _calls.model(
+                LLMActivities.place_and_run,
+                BeginInput(config=self.state.config, send=send),
+                summary=self._said(send, placing=True),
+            )
+        except ApplicationError as err:
+            turn = self._turn_of(send)
+            if turn is None:  # not known placed: placed the usual way, which finds its turn if it has one
+                self._hand_back(send)
+                return None
+            return turn, await self._give_up(send, turn, err), True
+        placed = sent.placed
+        self.state.bind_store(placed.store_id)
+        if sent.result is not None:
+            self._known(send, placed)
+            return placed.turn, sent.result, True
+        if placed.kind == "existing":  # its request id's turn: ended (answered so), or another writer's
+            self._known(send, placed)
+            if placed.outcome is not None:
+                self.state.finish(placed.outcome)
+                return None
+            return placed.turn, Yielded(), False
+        if (turn := self._turn_of(send)) is not None:  # pinned here after its step found the head running
+            return turn, Interrupted(), True
+        self._hand_back(send)
+        return None
+
+    def _turn_of(self, send: TurnSend) -> str | None:
+        placed = self.state.begun.get(send.request_id)
+        return placed.turn if placed is not None and self.state.unplaced is not send else None
+
+    def _hand_back(self, send: TurnSend) -> None:
+        self.stepped.add(send.request_id)
+        self.state.hand_back(send)
+
+    async def _outcome(
+        self, span: object, send: TurnSend, turn: str, start: RunResult | None, *, began: datetime
+    ) -> TurnOutcome:
+        try:
+            outcome = await self._to_end(send, turn, start)
+        except ApplicationError as err:  # its end could not be written: the store stayed away too long
+            outcome = TurnOutcome(request_id=send.request_id, turn=turn, state="failed", error=_error(err))
+        seconds = (workflow.now() - began).total_seconds()
+        self.observed.ended(span, self.state.config, send, outcome, seconds=seconds)
+        return outcome
+
+    def _ended(self, send: TurnSend, turn: str, outcome: TurnOutcome, *, new: bool) -> None:
+        self.state.finish(outcome, new=new, inputs=send.inputs)
         if turn in self.state.steering:
             self.state.settle_steers(outcome)
         if outcome.state == "done" and (send.context or self.state.config.context).summary is not None:
@@ -177,14 +317,7 @@ class Turns:
         """Run the turn, or follow another writer that holds it, and claim it again if that writer's
         lease runs out; run its tools and wait for people as it asks; a runner that gives up has the
         turn ended `failed` with its code."""
-        config = self.state.config
-        ref = TurnRef(
-            store=config.store,
-            conversation=config.conversation,
-            turn=turn,
-            request_id=send.request_id,
-            store_id=config.store_id,
-        )
+        ref = self._ref(send, turn)
         result: RunResult = start or Interrupted()
         while not isinstance(result, Ended):
             if isinstance(result, Yielded):
@@ -196,17 +329,33 @@ class Turns:
                 else:
                     result = await self._run(send, turn, result.attempt)
             except ApplicationError as err:
-                failed = ref.model_copy(update={"error": _error(err)})
-                outcome = await _calls.quick(TranscriptActivities.end_turn, failed, retry=_calls.END_RETRY)
-                result = Ended(outcome=outcome)
+                result = await self._give_up(send, turn, err)
         return result.outcome
 
-    async def _run(self, send: TurnSend, turn: str, attempt: int) -> RunResult:
+    def _ref(self, send: TurnSend, turn: str) -> TurnRef:
         config = self.state.config
-        model = send.lm or config.lm
-        summary = f"turn {self.state.turns + len(self.state.tasks)}: {said(send)}" + (f" ({model})" if model else "")
-        run = RunInput(config=config, send=_bare(send), turn=turn, attempt=attempt)
-        return await _calls.model(LLMActivities.run_turn, run, summary=summary)
+        return TurnRef(
+            store=config.store,
+            conversation=config.conversation,
+            turn=turn,
+            request_id=send.request_id,
+            store_id=config.store_id,
+        )
+
+    async def _give_up(self, send: TurnSend, turn: str, err: ApplicationError) -> Ended:
+        """The turn's runner gave up with `err`: the turn ends `failed` with its code, unless it ended."""
+        failed = self._ref(send, turn).model_copy(update={"error": _error(err)})
+        return Ended(outcome=await _calls.quick(TranscriptActivities.end_turn, failed, retry=_calls.END_RETRY))
+
+    async def _run(self, send: TurnSend, turn: str, attempt: int) -> RunResult:
+        run = RunInput(config=self.state.config, send=_bare(send), turn=turn, attempt=attempt)
+        return await _calls.model(LLMActivities.run_turn, run, summary=self._said(send))
+
+    def _said(self, send: TurnSend, *, placing: bool = False) -> str:
+        """The model call's summary: the turn's number (counting it while it is placed too) and its first words."""
+        model = send.lm or self.state.config.lm
+        number = self.state.turns + len(self.state.tasks) + placing
+        return f"turn {number}: {said(send)}" + (f" ({model})" if model else "")
 
     async def _summarise(self, send: TurnSend, turn: str) -> None:
         """Extend the branch's summary after its turn, off the path of any answer."""
@@ -220,12 +369,18 @@ class Turns:
 
     async def close(self) -> int:
         """Answer the queued sends, stop the running turns, wait for them; how many sends were answered."""
+        await self.pin()
         answered = await _control.close(self)
         self.state.close()
         return answered
 
     async def stop(self, stop: StopSend, queued: int) -> None:
         """Drop the sends queued before the stop came, and stop the turns it names through the log."""
+        unplaced = self.state.unplaced
+        if stop.turn is None and unplaced is not None:
+            await self.pin()
+            if any(send is unplaced for send in self.state.pending):
+                queued += 1  # handed back meanwhile: first in the queue, it came before the stop
         await _control.stop(self, stop, queued)
 
     async def move_head(self, turn: str) -> None:

@@ -90,7 +90,7 @@ class ConversationWorkflow:
     @workflow.update(name="begun")
     async def begun(self, request_id: str) -> Begun:
         """Wait until the send `request_id` is placed: its turn id and parent (the model is asked next)."""
-        return await self.state.placed(request_id)
+        return await self.turns.placed(request_id)
 
     @workflow.update(name="send")
     async def send(self, send: TurnSend) -> TurnOutcome:
@@ -102,7 +102,7 @@ class ConversationWorkflow:
     async def place(self, send: TurnSend) -> Begun:
         """Queue `send` (once per request id) and wait until it is placed: signal and `begun` in one."""
         self.turns.observed.arrived(send.request_id)
-        return await self.state.placed(self.state.enqueue_once(send))
+        return await self.turns.placed(self.state.enqueue_once(send))
 
     @wait.validator
     def _known(self, request_id: str) -> None:
@@ -235,7 +235,7 @@ class ConversationWorkflow:
 
     def _waits_only(self) -> bool:
         """Nothing runs but turns waiting under a deadline, parked on their timers (they can be carried)."""
-        quiet = not (self.state.pending or self.state.stops or self.state.background)
+        quiet = not (self.state.pending or self.state.unplaced or self.state.stops or self.state.background)
         return quiet and self.merges.idle() and self.turns.acting.only_parked()
 
     async def _drained(self, *, waits: bool = False) -> bool:

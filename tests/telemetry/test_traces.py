@@ -166,8 +166,8 @@ async def test_a_turn_resumed_after_kill_9_has_one_turn_span_and_a_chat_span_per
     assert turn.end_ns - turn.start_ns >= 2_000_000_000  # its real duration, from before the crash
     traced = [s for s in spans if s.trace_id == turn.trace_id]
     assert len(traced) == len({s.span_id for s in traced})  # Temporal's spans too: none twice
-    assert 1 == sum(s.name == "StartActivity:run_turn" for s in traced)
-    assert 1 == sum(s.name == "RunActivity:run_turn" for s in traced)  # the killed attempt's never ended
+    assert 1 == sum(s.name == "StartActivity:place_and_run" for s in traced)  # placed and run in one activity
+    assert 1 == sum(s.name == "RunActivity:place_and_run" for s in traced)  # the killed attempt's never ended
     assert [] == leaked(spans, MARKER, KEY)
 
 

@@ -27,9 +27,10 @@ MESSAGES = (
     "Which coast has the highest tides in the world?",
     "Thank you, that is all for today.",
 )
-STEADY_EVENTS_PER_TURN = 13
-"""A turn after the first: two workflow tasks (6), the update accepted and completed (2), placing
-(1 marker), the model call scheduled, started and completed (3), the search attributes written (1)."""
+STEADY_EVENTS_PER_TURN = 12
+"""A turn after the first: two workflow tasks (6), the update accepted and completed (2), the one
+activity that places the send and asks the model scheduled, started and completed (3), the search
+attributes written (1)."""
 
 
 async def events_of(client: Client, cid: str) -> list[HistoryEvent]:
