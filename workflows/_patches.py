@@ -3,7 +3,8 @@
 Every `workflow.patched(id)` a run takes writes a marker to its history, and the SDK upserts the
 `TemporalChangeVersion` search attribute with it, listing every patch so far: a run that took four
 patches paid eight events. `LEAN` is the patch of a run whose code has every patch named before it:
-a run that has it asks no older patch (`since`), and its history holds one marker. A run without it
+a run that has it asks no older patch (`since`), and its history holds one marker. Patches
+released with it (`_turns.AT_ONCE`) are asked through `since` too: no run has one without the other. A run without it
 (recorded before, or started by a worker from before) asks each patch as it always did, so its
 history replays unchanged. A newer patch is asked with `workflow.patched` as before (a later id can
 stand for it and `LEAN` together the same way). Deterministic: the answer is the run's history.

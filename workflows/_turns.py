@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
     from ._kept import Kept
     from ._observed import Observed
     from ._orphans import Orphans
+    from ._patches import since
     from ._state import RunState
     from ._tools import Acting
 
@@ -127,7 +128,7 @@ class Turns:
             await self._behind(placed.turn, placed.records)
             return
         self.state.drop_first()
-        if placed.kind == "steered" and workflow.patched(STEER):
+        if placed.kind == "steered" and since(STEER):
             self.observed.steered(config, send)
             self.state.steer(placed.turn, send)
             self.state.place(Begun(request_id=send.request_id, turn=placed.turn, parent=placed.parent))
@@ -148,7 +149,7 @@ class Turns:
         (`place`, `begun`: they want its turn before its answer), and no step of it came back before."""
         if self.state.tasks or send.request_id in self.state.wanting or send.request_id in self.stepped:
             return False
-        return workflow.patched(AT_ONCE)
+        return since(AT_ONCE)
 
     async def pin(self) -> None:
         """Learn the turn of the send placed at once (`state.unplaced`), placing it here if its step has
