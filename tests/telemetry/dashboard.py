@@ -80,6 +80,7 @@ async def record(root: Path, minutes: float) -> Recorded:
         try:
             with Prometheus(stack.jobs(), scrape=SCRAPE_S, log=root / "prometheus.log") as prometheus:
                 await asyncio.to_thread(stack.wait_ready)
+                await asyncio.to_thread(prometheus.scraped, 2)  # the round drawn from its start
                 tl = await connect(settings, client=env.client)
                 start = time.time()
                 while time.time() < start + 60 * minutes:

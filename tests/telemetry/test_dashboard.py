@@ -65,6 +65,9 @@ async def _scraped(
     try:
         with Prometheus(stack.jobs(), log=root / "prometheus.log") as prometheus:
             await asyncio.to_thread(stack.wait_ready)
+            # Prometheus' first scrape comes seconds after it starts (its target discovery settles first):
+            # a round over before it would leave each counter two samples at its end, one query step short
+            await asyncio.to_thread(prometheus.scraped, 2)
             start = time.time()
             await one_round(await connect(settings, client=env.client), stack, outage=0.0 if outage else None)
             await asyncio.to_thread(prometheus.scraped, 3)
