@@ -1,5 +1,5 @@
 # One task runner: `make test` sets up .venv on a fresh machine (only Python needed), then runs what CI
-# runs: ruff (lint and format), mypy --strict, and the tests on every core.
+# runs: ruff (lint and format), mypy --strict, and the tests, two processes per core.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
