@@ -208,6 +208,7 @@ def hostile_body(base: Any, path: tuple[Any, ...], value: Any) -> Any:
     return within
 
 
+@pytest.mark.slow
 async def test_hostile_values_in_every_body_field_are_answered_with_a_code(
     tl: Threadline, worker: Worker, cid: str
 ) -> None:

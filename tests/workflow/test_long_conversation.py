@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from temporalio.worker import Worker
 
 from core.settings import Settings
@@ -57,6 +58,7 @@ def fresh_writer_turn(folder: Path) -> tuple[Log, str]:
     return Log(FolderStore(folder).read("long")), turn
 
 
+@pytest.mark.slow
 async def test_a_20000_turn_conversation_continues_after_a_restart(
     tl: Threadline, worker: Worker, settings: Settings, folder: Path, cid: str, tmp_path: Path
 ) -> None:
