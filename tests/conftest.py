@@ -30,12 +30,6 @@ SUGGEST_CONTINUE_AS_NEW_AT = 120
 """Events after which the test server suggests continue-as-new (its default is 4,096)."""
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Slow tests first (a stable sort: the rest keep their order): the test processes start them at once
-    and the quick ones fill in around them, instead of the run waiting at its end on slow ones taken last."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 @pytest.fixture(autouse=True)
 def _reset_structlog() -> Iterator[None]:
     structlog.reset_defaults()
