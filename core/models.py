@@ -455,8 +455,9 @@ class ActivityInput(Compact):
         return data
 
 
-class BeginInput(Compact):
-    """Place a send: decide its turn, parent and what it is shown, and append its first records."""
+class BeginInput(ActivityInput):
+    """Place a send: decide its turn, parent and what it is shown, and append its first records (and, in
+    `place_and_run`, run it: the activity input a sequential turn puts in history)."""
 
     config: ConversationConfig
     send: TurnSend

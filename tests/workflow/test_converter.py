@@ -21,7 +21,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from core.context import ContextRule
 from core.encryption import EncryptionKeys, new_key
-from core.models import ConversationConfig, ConversationState, RunInput, StopSend, TurnOutcome, TurnSend
+from core.models import BeginInput, ConversationConfig, ConversationState, RunInput, StopSend, TurnOutcome, TurnSend
 from core.runner import ContextFreeRunner, context_free
 from core.starting import LEARNED, unlearned
 from core.temporal import DATA_CONVERTER, PayloadConverter, data_converter
@@ -145,8 +145,8 @@ async def test_a_send_and_an_activity_input_cross_with_only_what_differs_from_th
 
 
 async def test_an_activity_is_given_the_config_without_what_only_the_workflow_reads() -> None:
-    """`run_turn`'s input leaves out the config's idle time, run length, attribute and deadline settings
-    (no activity reads them: it sees their defaults); the rest reads back equal."""
+    """`run_turn`'s and `place_and_run`'s inputs leave out the config's idle time, run length, attribute
+    and deadline settings (no activity reads them: it sees their defaults); the rest reads back equal."""
     config = ConversationConfig(
         store="default",
         conversation="c-trim",
@@ -159,12 +159,16 @@ async def test_an_activity_is_given_the_config_without_what_only_the_workflow_re
         waiting_check_s=5.0,
         approval_timeout_s=9.0,
     )
-    run = RunInput(config=config, send=TurnSend(request_id="r-trim", inputs={}), turn="t-1")
+    send = TurnSend(request_id="r-trim", inputs={})
+    run, begin = RunInput(config=config, send=send, turn="t-1"), BeginInput(config=config, send=send)
 
-    (payload,) = await DATA_CONVERTER.encode([run])
+    (payload, begin_payload) = await DATA_CONVERTER.encode([run, begin])
     (back,) = await DATA_CONVERTER.decode([payload], [RunInput])
+    (begin_back,) = await DATA_CONVERTER.decode([begin_payload], [BeginInput])
 
     defaults = {name: ConversationConfig.model_fields[name].default for name in ConversationConfig.WORKFLOW_ONLY}
     assert {"store", "conversation", "program", "lm"} == set(json.loads(payload.data)["config"])
     assert config.model_copy(update=defaults) == back.config
     assert run.model_copy(update={"config": back.config}) == back
+    assert {"store", "conversation", "program", "lm"} == set(json.loads(begin_payload.data)["config"])
+    assert begin.model_copy(update={"config": back.config}) == begin_back
