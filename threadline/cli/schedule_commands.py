@@ -63,12 +63,7 @@ def _add_add(actions: Subcommands, common: argparse.ArgumentParser) -> None:
     )
     add_conversation(add, program=True)
     add.add_argument("message", metavar="MESSAGE", help="the input, or a JSON object of inputs")
-    when = add.add_mutually_exclusive_group(required=True)
-    when.add_argument("--cron", metavar="EXPR", help='a cron expression, e.g. "0 9 * * MON-FRI"')
-    when.add_argument("--every", metavar="DURATION", help="an interval: seconds, or ISO 8601 (PT1H)")
-    add.add_argument("--timezone", metavar="TZ", help="the cron's time zone, e.g. Europe/Paris (default UTC)")
-    add.add_argument("--start", metavar="TIME", help="no firing before TIME (ISO 8601, with a zone)")
-    add.add_argument("--end", metavar="TIME", help="no firing after TIME (ISO 8601, with a zone)")
+    _add_timing(add, required=True, zone_default=" (default UTC)")
     add.add_argument("--name", metavar="NAME", help="the schedule's name (default: a new UUIDv7)")
     add.add_argument(
         "--sends", choices=SENDS, default="queue", help="while a turn runs (steer: join it at its next step)"
@@ -89,13 +84,18 @@ def _add_update(actions: Subcommands, common: argparse.ArgumentParser) -> None:
     add_conversation(update, program=True)
     update.add_argument("name", metavar="NAME", help="the schedule's name")
     update.add_argument("--message", metavar="MESSAGE", help="the new input, or a JSON object of inputs")
-    when = update.add_mutually_exclusive_group()
+    _add_timing(update, required=False)
+    update.set_defaults(run=run_update)
+
+
+def _add_timing(parser: argparse.ArgumentParser, *, required: bool, zone_default: str = "") -> None:
+    """When a schedule fires: --cron or --every (one of them, `required` or not), --timezone, --start, --end."""
+    when = parser.add_mutually_exclusive_group(required=required)
     when.add_argument("--cron", metavar="EXPR", help='a cron expression, e.g. "0 9 * * MON-FRI"')
     when.add_argument("--every", metavar="DURATION", help="an interval: seconds, or ISO 8601 (PT1H)")
-    update.add_argument("--timezone", metavar="TZ", help="the cron's time zone, e.g. Europe/Paris")
-    update.add_argument("--start", metavar="TIME", help="no firing before TIME (ISO 8601, with a zone)")
-    update.add_argument("--end", metavar="TIME", help="no firing after TIME (ISO 8601, with a zone)")
-    update.set_defaults(run=run_update)
+    parser.add_argument("--timezone", metavar="TZ", help=f"the cron's time zone, e.g. Europe/Paris{zone_default}")
+    parser.add_argument("--start", metavar="TIME", help="no firing before TIME (ISO 8601, with a zone)")
+    parser.add_argument("--end", metavar="TIME", help="no firing after TIME (ISO 8601, with a zone)")
 
 
 async def run_add(args: argparse.Namespace, out: Output) -> int:
