@@ -77,15 +77,20 @@ class WorkerProcess:
 
     def stop(self) -> int:
         """SIGTERM, then wait for the graceful exit."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        terminate(self.process)
         self._out.close()
         return self.process.returncode
+
+
+def terminate(process: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+    """SIGTERM a child process still running, wait `timeout` seconds for its exit, then SIGKILL it."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def model_requests(log: Path, turn: str | None = None) -> int:

@@ -47,14 +47,20 @@ def clean_env(**values: str) -> dict[str, str]:
     return env | {f"THREADLINE_{name.upper()}": value for name, value in values.items()}
 
 
-@pytest.fixture(name="cli_env")
-def _cli_env(settings: Settings) -> dict[str, str]:
+def settings_env(settings: Settings, **values: str) -> dict[str, str]:
+    """`clean_env` for a command that talks to the test's server, task queue and data folder, plus `values`."""
     return clean_env(
         temporal_address=settings.address,
         data=str(settings.data),
         task_queue=settings.task_queue,
         payloads=str(settings.payload_folder),
+        **values,
     )
+
+
+@pytest.fixture(name="cli_env")
+def _cli_env(settings: Settings) -> dict[str, str]:
+    return settings_env(settings)
 
 
 async def threadline(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:

@@ -19,7 +19,7 @@ from core.models import ConversationStatus
 from core.settings import Settings
 from store.backends.folder import FolderStore
 from tests.support.service_kit import send, serving
-from tests.surfaces.test_cli import clean_env, threadline
+from tests.surfaces.test_cli import settings_env, threadline
 from threadline.client import Threadline, connect
 from threadline.http import create_app
 from worker import build_worker
@@ -79,13 +79,7 @@ async def test_http_refuses_a_wrong_object_and_records_nothing(
 async def test_threadline_send_takes_the_object_form(shop: Threadline, settings: Settings, cid: str) -> None:
     """`threadline send --approve '{...}'`: the turn waits under the deadline; a wrong object exits 1
     `invalid-request` with nothing recorded."""
-    env = clean_env(
-        temporal_address=settings.address,
-        data=str(settings.data),
-        task_queue=settings.task_queue,
-        payloads=str(settings.payload_folder),
-        programs="tests.support.acting_programs",
-    )
+    env = settings_env(settings, programs="tests.support.acting_programs")
     wrong = await threadline(
         env, "send", f"{cid}-x", "Refund order 2", "--program", "shop", "--approve", '{"within": 0}'
     )

@@ -14,7 +14,7 @@ import httpx
 
 from core.settings import Settings
 from tests.support.otlp import Receiver, Span
-from tests.support.processes import ROOT, WorkerProcess
+from tests.support.processes import ROOT, WorkerProcess, terminate
 
 MARKER = "zebra-7731-marker"
 """Text put in every message: it must reach no span and no metric unless content capture is on."""
@@ -88,12 +88,7 @@ class ServiceProcess:
         raise TimeoutError("the service did not start")
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        terminate(self.process)
         self._out.close()
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import yaml  # type: ignore[import-untyped]  # schemathesis's dependency; it ships no stubs
 
-from tests.support.processes import ROOT
+from tests.support.processes import ROOT, terminate
 from tests.telemetry.kit import free_port
 
 DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "threadline.json"
@@ -162,13 +162,7 @@ class Prometheus:
 
     def stop(self) -> None:
         """SIGTERM, then wait; its data folder is removed."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        terminate(self.process)
         self._out.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 

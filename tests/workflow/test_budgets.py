@@ -23,7 +23,7 @@ from store.log.spend import spent
 from store.log.state import Log
 from tests.support.fakeprovider import FakeProvider, Reply
 from tests.support.service_kit import send, serving
-from tests.surfaces.test_cli import clean_env, threadline
+from tests.surfaces.test_cli import settings_env, threadline
 from threadline.client import Threadline, connect
 from threadline.http import create_app
 from worker import build_worker
@@ -151,12 +151,7 @@ async def test_threadline_send_takes_a_budget_and_render_prints_the_price(
 ) -> None:
     """`threadline send --budget '{...}'`: the send over it exits 1 `budget-exceeded`, nothing recorded;
     `threadline render` prints the tokens and cost beside the request."""
-    env = clean_env(
-        temporal_address=settings.address,
-        data=str(settings.data),
-        task_queue=settings.task_queue,
-        payloads=str(settings.payload_folder),
-    )
+    env = settings_env(settings)
     fake.add(TURN, TURN)
     budget = ["--lm", LM, "--budget", '{"tokens": 520}']
     first = await threadline(env, "send", cid, "first", *budget)

@@ -22,7 +22,7 @@ from core.temporal import workflow_id
 from tests.clients.test_minimal_start import start_bare
 from tests.support.fakeprovider import FakeProvider
 from tests.support.service_kit import send, serving
-from tests.surfaces.test_cli import clean_env, threadline
+from tests.surfaces.test_cli import settings_env, threadline
 from tests.workflow.test_budgets import LM, PRICES, TURN, records
 from threadline.client import Threadline, connect
 from threadline.http import create_app
@@ -172,12 +172,7 @@ async def test_threadline_settings_prints_and_changes_the_budget(
     priced: Threadline, settings: Settings, fake: FakeProvider, cid: str
 ) -> None:
     """`threadline settings ID [--budget JSON]`: the send refused over budget runs once it is raised."""
-    env = clean_env(
-        temporal_address=settings.address,
-        data=str(settings.data),
-        task_queue=settings.task_queue,
-        payloads=str(settings.payload_folder),
-    )
+    env = settings_env(settings)
     fake.add(TURN, TURN)
     budget = ["--lm", LM, "--budget", '{"tokens": 520}']
     await threadline(env, "send", cid, "first", *budget)
