@@ -100,14 +100,14 @@ class LLMActivities:
         if placed.kind == "existing" and placed.outcome is None:
             conversation = await self.logs.open(input.config.store, input.config.conversation, input.config.store_id)
             if not ours(conversation.log.turns[placed.turn]):
-                return PlacedRun(placed=placed)  # another writer's turn under this request id: followed
+                return PlacedRun.of(placed)  # another writer's turn under this request id: followed
         elif placed.kind != "begun":
-            return PlacedRun(placed=placed)
+            return PlacedRun.of(placed)
         run = RunInput(config=input.config, send=input.send, turn=placed.turn)
         result = await self._run(run)
         # what the workflow knows already stays out of its history: the store it named, the log's length
         store_id = None if input.config.store_id else placed.store_id
-        return PlacedRun(placed=placed.model_copy(update={"records": 0, "store_id": store_id}), result=result)
+        return PlacedRun.of(placed.model_copy(update={"records": 0, "store_id": store_id}), result)
 
     async def _run(self, input: RunInput) -> RunResult:
         config = input.config

@@ -588,10 +588,32 @@ RunResult = Annotated[Ended | Yielded | Interrupted | ToolRound | Paused, Field(
 
 class PlacedRun(Compact):
     """How a send placed and run in one step (`place_and_run`) came out: how it was placed, and, when
-    that placed its turn (or found the step's own turn placed), how running it came out."""
+    that placed its turn (or found the step's own turn placed), how running it came out.
 
-    placed: BeginResult
+    A turn that ran to its end leaves `placed` out: its outcome names the same turn and parent
+    (`placing`), and history holds each once."""
+
+    placed: BeginResult | None = None
     result: RunResult | None = None
+
+    @classmethod
+    def of(cls, placed: BeginResult, result: RunResult | None = None) -> PlacedRun:
+        """`placed` and `result`, without the placing when the ended outcome says all it says."""
+        if isinstance(result, Ended) and placed == cls._begun(result):
+            return cls(result=result)
+        return cls(placed=placed, result=result)
+
+    def placing(self) -> BeginResult:
+        """How the send was placed (as the ended outcome tells it, when it was left out)."""
+        if self.placed is not None:
+            return self.placed
+        if not isinstance(self.result, Ended):
+            raise ValueError("a placed run without its placing has an ended result")
+        return self._begun(self.result)
+
+    @staticmethod
+    def _begun(result: Ended) -> BeginResult:
+        return BeginResult(kind="begun", turn=result.outcome.turn or "", parent=result.outcome.parent)
 
 
 class TurnRef(Compact):

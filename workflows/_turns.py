@@ -272,7 +272,7 @@ class Turns:
                 self._hand_back(send)
                 return None
             return turn, await self._give_up(send, turn, err), True
-        placed = sent.placed
+        placed = sent.placing()
         self.state.bind_store(placed.store_id)
         if sent.result is not None:
             self._known(send, placed)

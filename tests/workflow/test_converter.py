@@ -21,7 +21,18 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from core.context import ContextRule
 from core.encryption import EncryptionKeys, new_key
-from core.models import BeginInput, ConversationConfig, ConversationState, RunInput, StopSend, TurnOutcome, TurnSend
+from core.models import (
+    BeginInput,
+    BeginResult,
+    ConversationConfig,
+    ConversationState,
+    Ended,
+    PlacedRun,
+    RunInput,
+    StopSend,
+    TurnOutcome,
+    TurnSend,
+)
 from core.runner import ContextFreeRunner, context_free
 from core.starting import LEARNED, unlearned
 from core.temporal import DATA_CONVERTER, PayloadConverter, data_converter
@@ -172,3 +183,21 @@ async def test_an_activity_is_given_the_config_without_what_only_the_workflow_re
     assert run.model_copy(update={"config": back.config}) == back
     assert {"store", "conversation", "program", "lm"} == set(json.loads(begin_payload.data)["config"])
     assert begin.model_copy(update={"config": back.config}) == begin_back
+
+
+async def test_a_turn_placed_and_run_to_its_end_names_its_turn_once() -> None:
+    """`place_and_run`'s result leaves its placing out when the ended outcome names the same turn and
+    parent, and reads back with it; a placing that says more (a store identity) still crosses."""
+    outcome = TurnOutcome(request_id="r-1", turn="t-2", parent="t-1", state="done", outputs={"result": "Yes."})
+    begun = BeginResult(kind="begun", turn="t-2", parent="t-1")
+    told = begun.model_copy(update={"store_id": "s-1"})
+    lean, full = PlacedRun.of(begun, Ended(outcome=outcome)), PlacedRun.of(told, Ended(outcome=outcome))
+
+    (lean_payload, full_payload) = await DATA_CONVERTER.encode([lean, full])
+    (lean_back, full_back) = await DATA_CONVERTER.decode([lean_payload, full_payload], [PlacedRun, PlacedRun])
+
+    assert "placed" not in json.loads(lean_payload.data)
+    assert 1 == lean_payload.data.decode().count('"t-2"')
+    assert begun == lean_back.placing()
+    assert told == full_back.placing()
+    assert begun == PlacedRun.of(begun).placing()
