@@ -22,10 +22,12 @@ from core.models import (
     BeginResult,
     Budget,
     Ended,
+    FoundSend,
     Interrupted,
     OpenTurn,
     OwnedInput,
     RunResult,
+    SendRef,
     TurnOutcome,
     TurnRef,
     WatchInput,
@@ -99,6 +101,18 @@ class TranscriptActivities:
         conversation = await self.logs.open(input.store, input.conversation, input.store_id)
         log = await conversation.read()
         return [open_turn(self.programs, turn) for turn in unowned(log, owner, input.holding)]
+
+    @activity.defn(name="find_send")
+    @coded
+    async def find_send(self, ref: SendRef) -> FoundSend:
+        """The turn the log holds for a send of an earlier run (its request id), and how it ended."""
+        conversation = await self.logs.open(ref.store, ref.conversation, ref.store_id)
+        log = await conversation.read()
+        turn_id = log.request_ids.get(ref.request_id)
+        if turn_id is None:
+            return FoundSend()
+        turn = log.turns[turn_id]
+        return FoundSend(turn=turn.id, parent=turn.parent, outcome=outcome_of(turn, ref.request_id))
 
     @activity.defn(name="follow_turn")
     @coded

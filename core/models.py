@@ -494,6 +494,24 @@ class OwnedInput(Compact):
     holding: list[str] = []
 
 
+class SendRef(Compact):
+    """A send of one conversation, by request id: where the log holds it (`find_send`)."""
+
+    store: str
+    conversation: str
+    store_id: str | None = None
+    request_id: str
+
+
+class FoundSend(Compact):
+    """Where the log holds a send: its turn and parent, and its outcome once the turn ended (no turn:
+    the log holds no send with that request id)."""
+
+    turn: str | None = None
+    parent: str | None = None
+    outcome: TurnOutcome | None = None
+
+
 class BeginResult(Compact):
     """`begun` (records appended), `existing` (the request id was already sent), `busy` (the head runs),
     `steered` (a `steer` entry for the running head `turn` was appended), or `orphans`: nothing placed,

@@ -17,12 +17,21 @@ from temporalio import workflow
 LEAN = "lean-history"
 """Runs from before it ask each older patch on its own, carry each outcome with its model and usage
 (`_state.RunState.carried`), and write every search attribute each time (`_upkeep.Upkeep.publish`)."""
+LEANER = "lean-history-2"
+"""Stands for `LEAN` and what came after it: runs from before it carry the 20 newest outcomes over
+continue-as-new, where a run that has it carries the newest and those of sends that did not end
+`done`, and answers a `wait` or `begun` for an earlier send from the record log."""
 
 
 def lean() -> bool:
-    """Whether this run has `LEAN`: asked first in the run's first workflow task (`ConversationWorkflow`),
-    so a run has it from its start or not at all."""
-    return workflow.patched(LEAN)
+    """Whether this run has `LEAN` (or `LEANER`, which stands for it): asked first in the run's first
+    workflow task (`ConversationWorkflow`), so a run has it from its start or not at all."""
+    return leaner() or workflow.patched(LEAN)
+
+
+def leaner() -> bool:
+    """Whether this run has `LEANER`: a new run has it and writes its one marker."""
+    return workflow.patched(LEANER)
 
 
 def since(patch: str) -> bool:

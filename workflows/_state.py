@@ -34,13 +34,13 @@ with workflow.unsafe.imports_passed_through():
     from core.temporal import to_failure
 
     from ._details import bare, slim
-    from ._patches import lean
+    from ._patches import lean, leaner
     from ._upkeep import Attributes
 
 KEPT_OUTCOMES = 200
 CARRIED_OUTCOMES = 20
-"""Recent outcomes continue-as-new carries, without outputs (`carried`); older request ids are found in
-the log."""
+"""Recent outcomes continue-as-new carries, without outputs (`carried`): all of them in runs from before
+`LEANER`, else the newest and those that did not end `done`; older request ids are found in the log."""
 
 OnEnd = Callable[[TurnOutcome, Mapping[str, object] | None], None]
 
@@ -286,6 +286,8 @@ class RunState:
         deadline (their waiting outcomes stay with them)."""
         held = {w.request_id for w in waiting or ()}
         recent = [o for o in list(self.outcomes.values())[-CARRIED_OUTCOMES:] if o.request_id not in held]
+        if leaner():  # a done send's outcome is in the log (`wait` reads it there); the rest stay here
+            recent = [*(o for o in recent[:-1] if o.state != "done"), *recent[-1:]]
         older = bare if lean() else slim
         recent = [*map(older, recent[:-1]), *map(slim, recent[-1:])]
         return ConversationState(

@@ -27,17 +27,20 @@ with workflow.unsafe.imports_passed_through():
     from activities.llm import LLMActivities
     from activities.transcript import TranscriptActivities
     from core.again_models import AskAgain, AskedAgain
+    from core.errors import ErrorCode
     from core.models import (
         BeginInput,
         BeginResult,
         Begun,
         Ended,
+        FoundSend,
         Interrupted,
         Paused,
         PrepareResult,
         RenderResult,
         RunInput,
         RunResult,
+        SendRef,
         StopSend,
         ToolRound,
         TurnError,
@@ -193,6 +196,33 @@ class Turns:
         existing = placed.outcome is not None
         self.state.place(Begun(request_id=send.request_id, turn=placed.turn, parent=placed.parent, existing=existing))
         self.state.running(placed.turn, self._step)
+
+    async def earlier(self, request_id: str) -> FoundSend:
+        """A send of an earlier run (this one never saw its request id), as the record log holds it;
+        `turn-unknown` when the log holds no send with that id."""
+        config = self.state.config
+        ref = SendRef(
+            store=config.store, conversation=config.conversation, store_id=config.store_id, request_id=request_id
+        )
+        found = await _calls.quick(TranscriptActivities.find_send, ref, summary="earlier send")
+        if found.turn is None:
+            raise ApplicationError(f"no send with request id {request_id} is known", type=ErrorCode.TURN_UNKNOWN)
+        return found
+
+    async def earlier_outcome(self, request_id: str) -> TurnOutcome:
+        """How a send of an earlier run ended, from the record log; `turn-state` while its turn, which
+        no send of this run drives, has not ended."""
+        found = await self.earlier(request_id)
+        if found.outcome is None:
+            raise ApplicationError(
+                f"the turn {found.turn} of send {request_id} has not ended", type=ErrorCode.TURN_STATE
+            )
+        return found.outcome
+
+    async def earlier_placed(self, request_id: str) -> Begun:
+        """Where a send of an earlier run was placed, from the record log."""
+        found = await self.earlier(request_id)
+        return Begun(request_id=request_id, turn=found.turn, parent=found.parent, existing=True)
 
     async def placed(self, request_id: str) -> Begun:
         """Wait until the send `request_id` is placed: its turn and parent (a send placed at once is pinned)."""

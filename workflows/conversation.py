@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from ._flows import Flows
     from ._merges import Merges
     from ._observed import run_began, run_ended
-    from ._patches import lean, since
+    from ._patches import lean, leaner, since
     from ._records import import_messages, set_up
     from ._start import settle
     from ._state import RunState
@@ -57,6 +57,8 @@ class ConversationWorkflow:
     @workflow.init
     def __init__(self, input: ConversationState) -> None:
         lean()  # asked in the run's first task, before any older patch (`_patches`)
+        self.reads_earlier = leaner()
+        """A `wait` or `begun` for a send this run never saw is answered from the record log."""
         self.state = RunState(input, on_end=lambda o, i: self.upkeep.ended(o, i, self.state.attributes()))
         self.turns = Turns(self.state)
         self.merges = Merges(self.state)
@@ -85,11 +87,15 @@ class ConversationWorkflow:
     @workflow.update(name="wait")
     async def wait(self, request_id: str) -> TurnOutcome:
         """Wait for how the send `request_id` ends; a refusal raises its coded error."""
+        if not self.state.known(request_id):  # a send of an earlier run: its outcome is in the log
+            return await self.turns.earlier_outcome(request_id)
         return await self.state.outcome(request_id)
 
     @workflow.update(name="begun")
     async def begun(self, request_id: str) -> Begun:
         """Wait until the send `request_id` is placed: its turn id and parent (the model is asked next)."""
+        if not self.state.known(request_id):
+            return await self.turns.earlier_placed(request_id)
         return await self.turns.placed(request_id)
 
     @workflow.update(name="send")
@@ -106,7 +112,7 @@ class ConversationWorkflow:
 
     @wait.validator
     def _known(self, request_id: str) -> None:
-        _check_known(self.state.known(request_id), request_id)
+        _check_known(self.reads_earlier or self.state.known(request_id), request_id)
 
     begun.validator(_known)
 

@@ -9,7 +9,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from core.errors import ErrorCode, ThreadlineError
-from core.models import ConversationState
+from core.models import Begun, ConversationState
 from core.settings import DEFAULT_TURNS_PER_RUN, Settings
 from core.temporal import workflow_id
 from threadline.client import connect
@@ -52,9 +52,9 @@ async def test_a_run_continues_as_new_after_the_clients_turns_per_run(
 async def test_a_continued_run_carries_what_a_late_caller_needs(
     client: Client, settings: Settings, worker: Worker, cid: str
 ) -> None:
-    """Of each earlier outcome the next run carries its request id, turn, parent and state (the answer
-    and what the model used are in the log), the newest also its model and usage for `status`; a caller
-    that asks about a send of the run before still hears how it ended."""
+    """The next run carries the newest outcome (its request id, turn, parent, state, model and usage,
+    for `status`), not the done ones before it: a caller that asks about a send of the run before
+    hears how it ended from the record log, answer included; an id never sent is still unknown."""
     tl = await connect(dataclasses.replace(settings, turns_per_run=3), client=client)
     chat = tl.conversation("tutor", id=cid)
     sent = [await chat.predict(message, request_id=f"r-{message}") for message in ("one", "two", "three")]
@@ -64,8 +64,15 @@ async def test_a_continued_run_carries_what_a_late_caller_needs(
     carried = history.events[0].workflow_execution_started_event_attributes.input
     (state,) = await client.data_converter.decode(carried.payloads, [ConversationState])
     late = await chat.outcome("r-two")
-    older = {"request_id", "turn", "state"}
-    newest = older | {"parent", "model", "usage", "seconds"}
-    assert [older, older | {"parent"}, newest] == [o.model_fields_set for o in state.outcomes]
-    assert [(t.id, "done") for t in sent] == [(o.turn, o.state) for o in state.outcomes]
+    newest = {"request_id", "turn", "state", "parent", "model", "usage", "seconds"}
+    assert [newest] == [o.model_fields_set for o in state.outcomes]
+    assert [(sent[2].id, "done")] == [(o.turn, o.state) for o in state.outcomes]
     assert (sent[1].id, sent[0].id, "done") == (late.turn, late.parent, late.state)
+    assert "two" in str((late.outputs or {}).get("result"))
+    with pytest.raises(ThreadlineError) as never:
+        await chat.outcome("r-never-sent")
+    assert never.value.code == ErrorCode.TURN_UNKNOWN
+    begun = await client.get_workflow_handle(workflow_id("default", cid)).execute_update(
+        "begun", "r-one", result_type=Begun
+    )
+    assert (sent[0].id, None, True) == (begun.turn, begun.parent, begun.existing)
