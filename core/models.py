@@ -258,6 +258,17 @@ class TurnSend(Compact):
     """The sender's budget for the conversation (None: the conversation's); a handle's travels with each send,
     so a conversation reopened by its next send keeps it."""
 
+    AS_CONFIG: ClassVar[frozenset[str]] = frozenset(
+        {"program", "sends", "context", "lm", "remembers", "earlier_without", "budget"}
+    )
+    """Settings a send carries that, when None, are the conversation's: every reader falls back to the
+    config's (`send.lm or config.lm`, `memory`, `limit`)."""
+
+    def as_config(self, name: str, config: ConversationConfig) -> bool:
+        """Whether this send's setting `name` says what None would: the config's value (an activity's
+        input, which carries the config beside it, leaves it out)."""
+        return name in self.AS_CONFIG and getattr(self, name) == getattr(config, name)
+
     def memory(self, config: ConversationConfig) -> dict[str, HelperMemory]:
         """The helpers' memory this send runs with: its own, else the conversation's."""
         return self.remembers if self.remembers is not None else config.remembers
@@ -443,7 +454,10 @@ class ConversationStatus(Model):
 class ActivityInput(Compact):
     """An activity's input that carries the conversation's `config`: across Temporal the config leaves out
     what only the workflow reads (`ConversationConfig.WORKFLOW_ONLY`), which the activity sees at its
-    defaults; a turn's model call pays for its config once per turn in history."""
+    defaults, and its `send` the settings that say what the config says (`TurnSend.as_config`: a handle
+    sends its own with every send); a turn's model call pays for its config once per turn in history."""
+
+    config: ConversationConfig
 
     @model_serializer(mode="wrap")
     def _compact(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):  # type: ignore[no-untyped-def]
@@ -452,6 +466,9 @@ class ActivityInput(Compact):
         config = data.get("config") if isinstance(info.context, dict) and info.context.get(ONCE) else None
         if isinstance(config, dict):
             data["config"] = {k: v for k, v in config.items() if k not in ConversationConfig.WORKFLOW_ONLY}
+            send, sent = getattr(self, "send", None), data.get("send")
+            if isinstance(send, TurnSend) and isinstance(sent, dict):
+                data["send"] = {k: v for k, v in sent.items() if not send.as_config(k, self.config)}
         return data
 
 

@@ -27,6 +27,7 @@ from core.models import (
     ConversationConfig,
     ConversationState,
     Ended,
+    HelperMemory,
     PlacedRun,
     RunInput,
     StopSend,
@@ -146,7 +147,8 @@ async def test_a_send_and_an_activity_input_cross_with_only_what_differs_from_th
     back = await DATA_CONVERTER.decode(payloads, [TurnSend, ConversationConfig, RunInput])
     wire = [json.loads(p.data) for p in payloads]
 
-    assert [send, config, run] == back
+    assert [send, config] == back[:2]
+    assert run.model_copy(update={"send": send.model_copy(update={"program": None, "context": None})}) == back[2]
     assert {"request_id": "r-compact", "inputs": {"message": "hi"}, "program": "tutor", "context": {}} == wire[0]
     assert {"store", "conversation", "search_attributes", "idle_timeout_s", "store_id"} == set(wire[1])
     assert "turns_per_run" not in wire[2]["config"]
@@ -201,3 +203,28 @@ async def test_a_turn_placed_and_run_to_its_end_names_its_turn_once() -> None:
     assert begun == lean_back.placing()
     assert told == full_back.placing()
     assert begun == PlacedRun.of(begun).placing()
+
+
+async def test_an_activity_is_given_the_send_without_the_settings_the_config_has() -> None:
+    """A handle's send carries its settings even where they are the conversation's; an activity's input
+    leaves those out (the activity reads the config's), and keeps the one that differs."""
+    config = ConversationConfig(store="default", conversation="c-same", program="p", remembers={"h": HelperMemory()})
+    send = TurnSend(
+        request_id="r-same",
+        inputs={"message": "hi"},
+        program="p",
+        sends="queue",
+        context=ContextRule(),
+        earlier_without=(),
+        remembers={"h": HelperMemory()},
+        lm="other",
+    )
+
+    (payload,) = await DATA_CONVERTER.encode([BeginInput(config=config, send=send)])
+    (back,) = await DATA_CONVERTER.decode([payload], [BeginInput])
+
+    assert {"request_id", "inputs", "lm"} == set(json.loads(payload.data)["send"])
+    assert (None, None, None, None) == (back.send.program, back.send.sends, back.send.context, back.send.remembers)
+    assert send.memory(config) == back.send.memory(back.config)
+    assert (send.context or config.context) == (back.send.context or back.config.context)
+    assert "other" == back.send.lm
