@@ -23,6 +23,7 @@ import platform
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -49,6 +50,8 @@ class Section:
     output: str = ""
     rows: list[Any] = field(default_factory=list)
     seconds: float = 0.0
+    failed: bool = False
+    """It raised before it finished: what it printed, then the traceback."""
 
     def tables(self) -> list[list[str]]:
         """Each markdown table it printed, with the line before it when that is a title."""
@@ -101,8 +104,13 @@ def run(names: Sequence[str]) -> list[Section]:
             continue
         section = Section(name, (module.__doc__ or "").strip().split("\n\n")[0].replace("\n", " "))
         started = time.perf_counter()
+        rows: object = None
         with _kept() as tee:
-            rows = main()
+            try:
+                rows = main()
+            except Exception:  # noqa: BLE001 - a benchmark that broke costs its own figures, not the run's
+                print(f"bench.{name} failed:\n{traceback.format_exc()}")
+                section.failed = True
         section.output, section.seconds = tee.kept.getvalue(), time.perf_counter() - started
         section.rows = list(rows) if isinstance(rows, list) else []
         sections.append(section)
@@ -127,7 +135,7 @@ def report(sections: Sequence[Section], total_s: float) -> str:
     lines = [_header(total_s), ""]
     for section in sections:
         lines += [f"### `python -m bench.{section.name}` ({section.seconds:.0f} s)", "", section.summary, ""]
-        tables = section.tables()
+        tables = [] if section.failed else section.tables()
         for table in tables:
             lines += [*table, ""]
         if not tables:  # a benchmark that prints lines, not a table: what it printed
@@ -145,6 +153,8 @@ def summary(sections: Sequence[Section], total_s: float) -> str:
         if rows:
             counts.append(f"{section.name} {sum(bool(row.met) for row in rows)}/{len(rows)}")
         misses = [_missed(row) for row in rows if row.met is False]
+        if section.failed:
+            misses.append("it failed before it finished (docs/benchmarks.md shows what it printed)")
         if misses:
             missed.append(f"- {section.name}: " + "; ".join(misses) + ".")
     met = sum(int(c.split()[-1].split("/")[0]) for c in counts)
@@ -181,12 +191,14 @@ def main(argv: Sequence[str] = ()) -> int:
     names = list(argv) or modules()
     sections = run(names)
     total = time.perf_counter() - start
-    print(f"\nbench: {len(sections)} benchmark(s) in {total:.1f} s")
+    failed = [s.name for s in sections if s.failed]
+    broke = f"; failed: {', '.join(failed)}" if failed else ""
+    print(f"\nbench: {len(sections)} benchmark(s) in {total:.1f} s{broke}")
     if not argv:
         replace_between(ROOT / "docs" / "benchmarks.md", report(sections, total))
         replace_between(ROOT / "README.md", summary(sections, total))
         print("bench: docs/benchmarks.md and README.md written from this run")
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
