@@ -177,8 +177,9 @@ class ConversationWorkflow:
         upkeep = self.upkeep
         run_began()
         self.turns.acting.restore(input.waiting)  # turns the run before left waiting on a deadline
-        await self.turns.orphans.look()  # turns a lost task of an earlier run placed
-        await self.guided.begin()
+        if not input.accounted:
+            await self.turns.orphans.look()  # turns a lost task of an earlier run placed
+        await self.guided.begin(input.flow)
         upkeep.restart_clock(self._quiet)
         while True:
             await upkeep.publish_when_quiet(self.state.attributes, is_idle=self._idle, has_work=self._has_work)
@@ -201,7 +202,8 @@ class ConversationWorkflow:
                     continue  # closed while draining: the run ends (at the top), it does not go on as new
                 upkeep.publish(self.state.attributes(), force=True)
                 run_ended()
-                workflow.continue_as_new(self.state.carried(waiting=self.turns.acting.carried()))
+                carried = self.state.carried(waiting=self.turns.acting.carried(), flow=self.guided.carried())
+                workflow.continue_as_new(carried)
 
     def _wakes(self) -> bool:
         idle = self._idle()
