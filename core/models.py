@@ -400,6 +400,12 @@ class ConversationState(BaseModel):
     waiting: list[WaitingTurn] = []
     """Turns waiting for a person under a deadline when the run continued as new: the next run waits
     on with the same clock."""
+    accounted: bool = False
+    """The run before continued as new with no turn it placed left open and undriven, as far as it could
+    know: this run does not look for lost turns at its start (its sends' placing and an idle close still do)."""
+    flow: FlowStatus | None = None
+    """The guided flow and its counts as the run before continued as new, as `read_flow` would read them
+    back (the log agreed with every flow step of that run): this run takes them instead of reading them."""
 
     @model_serializer(mode="wrap")
     def _compact(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):  # type: ignore[no-untyped-def]

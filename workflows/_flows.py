@@ -4,7 +4,9 @@ effect is an activity of `activities.flows` (see `_calls`).
 
 A flow's progress lives in the record log (`store.flows.progress`). The workflow keeps only where the flow
 stands (its latest `FlowResult`), since when, and the counts, and reads them back from the log
-(`read_flow`) when a run starts, so a continued or reopened run goes on at the same step. A send
+(`read_flow`) when a run starts, so a continued or reopened run goes on at the same step; a run that
+continued as new takes them from its input instead, when the run before knew them as the log has
+them (`carried`). A send
 is a flow's when it starts one (`TurnSend.flow`) or, while a flow is active, when its inputs are
 one `message` and it names no place of its own (`continue_from`, `root`). Timers are keyed by the
 flow's `(run, moves)`: a move cancels them, and a timer whose moment the log no longer agrees
@@ -80,6 +82,8 @@ class Flows:
         self.due: Timer | None = None
         self.fired: set[tuple[str | None, int, Timer]] = set()
         self.restored = False
+        self.agreed = True
+        """The log agreed with every flow step of this run: what it knows is what `read_flow` would read."""
         self.shown: tuple[str, str] | None = None
         self._clock: asyncio.Task[None] | None = None
 
@@ -107,10 +111,13 @@ class Flows:
             await self.restore()
             result = await self._ask(send)
         except ApplicationError as err:
+            self.agreed = False  # it may have written before it failed (a flow whose code failed does)
             self.state.drop_first()
             refused = TurnOutcome(request_id=send.request_id, state="refused", error=TurnError.of(from_failure(err)))
             self.state.finish(refused)
             return True
+        if result is not None and (result.existing or not result.in_flow):
+            self.agreed = False  # counted before (or never, if a lost task wrote it), or the log moved on
         if result is None or not result.in_flow:
             return False  # no flow took it: placed as a normal turn, with the same request id
         self.state.drop_first()
@@ -131,9 +138,13 @@ class Flows:
         summary = f"flow {self.current.flow}: {self.current.step}"
         return await _calls.model(FlowActivities.flow_step, answer, summary=summary)
 
-    async def begin(self) -> None:
-        """At the start of a run: read the flow back, so a continued or reopened run answers and times it
-        as before; a store that cannot be read now is read again before the first send."""
+    async def begin(self, carried: FlowStatus | None = None) -> None:
+        """At the start of a run: take the flow the run before carried, or read it back, so a continued or
+        reopened run answers and times it as before; a store that cannot be read now is read again
+        before the first send."""
+        if carried is not None:
+            self._restored(carried)
+            return
         try:
             await self.restore()
         except ApplicationError as err:
@@ -145,11 +156,33 @@ class Flows:
             return
         config = self.state.config
         ref = ConversationRef(store=config.store, conversation=config.conversation, store_id=config.store_id)
-        found = await _calls.quick(FlowActivities.read_flow, ref, summary="read flow")
+        self._restored(await _calls.quick(FlowActivities.read_flow, ref, summary="read flow"))
+
+    def _restored(self, found: FlowStatus) -> None:
+        """Where the flow stands and its counts, read back or carried: its timers count from now, as after a read."""
         self.restored = True
         self.counts = dict(found.counts)
         if found.current.state is not None:
             self._take(found.current, count=False)
+
+    def carried(self) -> FlowStatus | None:
+        """What continue-as-new carries of the flow: where it stands and the counts, as `read_flow` would
+        read them back (none of the last result's own fields: its text, its events); None, for the next
+        run to read them, unless this run knew them and the log agreed with every step since."""
+        if not (self.restored and self.agreed):
+            return None
+        now = self.current or FlowResult()
+        current = FlowResult(
+            in_flow=now.state == "active",
+            flow=now.flow,
+            run=now.run,
+            state=now.state,
+            step=now.step,
+            moves=now.moves,
+            remind_after_s=now.remind_after_s,
+            expire_after_s=now.expire_after_s,
+        )
+        return FlowStatus(current=current, counts=dict(self.counts))
 
     # ----- stops and timers
 
@@ -193,8 +226,11 @@ class Flows:
         try:
             result = await _calls.quick(step, ref, summary=summary)
         except ApplicationError as err:
+            self.agreed = False
             workflow.logger.warning("a flow timer or stop failed", extra={"code": err.type})
             return
+        if result.existing or not result.in_flow:
+            self.agreed = False  # a retry's result is not counted again; a refused one: the log moved on
         if result.in_flow:
             self._take(result)
 

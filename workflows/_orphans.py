@@ -4,8 +4,9 @@
 task scheduled); when the Temporal server dies before that task is recorded, the task is lost with
 the update that carried the send, and the log holds a placed turn the workflow knows nothing of.
 Every turn the workflow places is marked with its workflow id (`placed_by`, docs/format-1.md 2.3),
-so the workflow finds those open turns it does not drive, at a run's start, when placing the next
-send (`begin_turn` answers `orphans` instead of placing beside them) and before an idle close, and
+so the workflow finds those open turns it does not drive, at a run's start (unless the run before
+continued as new with none left: `RunState.carried`), when placing the next send (`begin_turn` and
+`place_and_run` answer `orphans` instead of placing beside them) and before an idle close, and
 drives each to its end as a send of its own: its request id is then known here, so a send repeating
 it gets that turn's outcome, never a second turn.
 Deterministic; the log is read by an activity.
@@ -60,6 +61,7 @@ class Orphans:
             workflow.logger.warning("looking for lost turns failed", extra={"code": err.type})
             return False
         await self.adopt(orphans)
+        self.state.looked_for_lost()
         return bool(orphans)
 
     async def adopt(self, orphans: list[OpenTurn]) -> None:

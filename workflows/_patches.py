@@ -20,7 +20,9 @@ LEAN = "lean-history"
 LEANER = "lean-history-2"
 """Stands for `LEAN` and what came after it: runs from before it carry the 20 newest outcomes over
 continue-as-new, where a run that has it carries the newest and those of sends that did not end
-`done`, and answers a `wait` or `begun` for an earlier send from the record log."""
+`done`, and answers a `wait` or `begun` for an earlier send from the record log; it also takes
+what the run before handed over (`ConversationState.accounted`, `.flow`) instead of looking for lost
+turns and reading the flow back (a run begun by a worker from before looked and read: it replays so)."""
 
 
 def lean() -> bool:

@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
         ConversationSettings,
         ConversationState,
         ConversationStatus,
+        FlowStatus,
         PrepareResult,
         SettingsSend,
         StopSend,
@@ -83,6 +84,11 @@ class RunState:
         self.closed = False
         """A close was asked for and carried out: the run ends once its handlers are done."""
         self.last: TurnOutcome | None = carried.outcomes[-1] if carried.outcomes else None
+        self.looked = carried.accounted
+        """No turn lost before is left open: the run before handed over none (`accounted`), or a look for
+        them adopted every one (`_orphans.Orphans.look`)."""
+        self.unsure = False
+        """Something in this run may have left a turn it placed open and undriven (`may_have_lost`)."""
         self._on_end = on_end
 
     # ----- the queue and the stops
@@ -202,6 +208,16 @@ class RunState:
             self.begun.pop(send.request_id, None)
         self.pending[0:0] = [s.model_copy(update={"sends": "queue"}) for s in again]
 
+    def looked_for_lost(self) -> None:
+        """A look for the turns this workflow placed and lost adopted every one the log held."""
+        self.looked = True
+
+    def may_have_lost(self) -> None:
+        """A turn this run placed may be left open with nothing of its own driving it (a placing refused
+        after its records may have landed, a turn whose end could not be written): the next run looks
+        for lost turns at its start."""
+        self.unsure = True
+
     def running(self, turn: str, task: asyncio.Task[None]) -> None:
         """`task` drives `turn` to its end."""
         self.tasks[turn] = task
@@ -280,10 +296,11 @@ class RunState:
             settings=self.config.settings(),
         )
 
-    def carried(self, *, waiting: list[WaitingTurn] | None = None) -> ConversationState:
+    def carried(self, *, waiting: list[WaitingTurn] | None = None, flow: FlowStatus | None = None) -> ConversationState:
         """What continue-as-new carries: the queue, the recent outcomes without outputs (but the newest,
-        which `status` shows, only what a late caller needs), the counter, and the turns waiting on a
-        deadline (their waiting outcomes stay with them)."""
+        which `status` shows, only what a late caller needs), the counter, the turns waiting on a
+        deadline (their waiting outcomes stay with them), whether no turn is left lost (`accounted`),
+        and the flow as the log has it (`flow`, when the flows know it): the next run reads neither back."""
         held = {w.request_id for w in waiting or ()}
         recent = [o for o in list(self.outcomes.values())[-CARRIED_OUTCOMES:] if o.request_id not in held]
         if leaner():  # a done send's outcome is in the log (`wait` reads it there); the rest stay here
@@ -291,7 +308,13 @@ class RunState:
         older = bare if lean() else slim
         recent = [*map(older, recent[:-1]), *map(slim, recent[-1:])]
         return ConversationState(
-            config=self.config, pending=list(self.pending), outcomes=recent, turns=self.turns, waiting=waiting or []
+            config=self.config,
+            pending=list(self.pending),
+            outcomes=recent,
+            turns=self.turns,
+            waiting=waiting or [],
+            accounted=self.looked and not self.unsure,
+            flow=flow,
         )
 
     # ----- answering the updates

@@ -118,6 +118,7 @@ class Turns:
             if self.kept.keep(send.request_id, err):
                 return  # placed again once the pause is over
             self.state.drop_first()
+            self.state.may_have_lost()  # its records may have landed before the step gave up
             self.state.finish(TurnOutcome(request_id=send.request_id, state="refused", error=_error(err)))
             self.observed.refused(config, send, err.type or "")
             return
@@ -332,6 +333,7 @@ class Turns:
         try:
             outcome = await self._to_end(send, turn, start)
         except ApplicationError as err:  # its end could not be written: the store stayed away too long
+            self.state.may_have_lost()
             outcome = TurnOutcome(request_id=send.request_id, turn=turn, state="failed", error=_error(err))
         seconds = (workflow.now() - began).total_seconds()
         self.observed.ended(span, self.state.config, send, outcome, seconds=seconds)

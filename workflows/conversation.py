@@ -183,8 +183,12 @@ class ConversationWorkflow:
         upkeep = self.upkeep
         run_began()
         self.turns.acting.restore(input.waiting)  # turns the run before left waiting on a deadline
-        await self.turns.orphans.look()  # turns a lost task of an earlier run placed
-        await self.guided.begin()
+        # what the run before handed over, in a run of this code (one a worker from before began
+        # looked and read, and must replay so)
+        handed = input if self.reads_earlier else ConversationState(config=input.config)
+        if not handed.accounted:
+            await self.turns.orphans.look()  # turns a lost task of an earlier run placed
+        await self.guided.begin(handed.flow)
         upkeep.restart_clock(self._quiet)
         while True:
             await upkeep.publish_when_quiet(self.state.attributes, is_idle=self._idle, has_work=self._has_work)
@@ -207,7 +211,8 @@ class ConversationWorkflow:
                     continue  # closed while draining: the run ends (at the top), it does not go on as new
                 upkeep.publish(self.state.attributes(), force=True)
                 run_ended()
-                workflow.continue_as_new(self.state.carried(waiting=self.turns.acting.carried()))
+                carried = self.state.carried(waiting=self.turns.acting.carried(), flow=self.guided.carried())
+                workflow.continue_as_new(carried)
 
     def _wakes(self) -> bool:
         idle = self._idle()

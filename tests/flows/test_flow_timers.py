@@ -19,12 +19,13 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 from core.settings import Settings
-from core.temporal import data_converter
+from core.temporal import data_converter, workflow_id
 from store.backends.blobs import FolderBlobs
 from store.backends.folder import FolderStore
 from store.flows.progress import flow_entries
 from store.log.state import Log
 from tests.support.timeskip import find_test_server
+from tests.workflow.test_continued_runs import local_activities
 from threadline.cli.chat_flows import follow_reminders
 from threadline.cli.output import Output
 from threadline.client import Conversation, Threadline, connect
@@ -127,6 +128,31 @@ async def test_an_answer_moves_the_timers_on(timed: Timed, skipping: WorkflowEnv
 
     assert ["started", "answered"] == middle
     assert ["started", "answered", "abandoned"] == kinds
+    assert "expired" == Log(FolderStore(timed.folder).read(cid)).entries[-1]["data"]["reason"]
+
+
+async def test_a_flow_carried_across_continue_as_new_reminds_and_expires(
+    timed: Timed, skipping: WorkflowEnvironment, cid: str
+) -> None:
+    """An invalid answer ends the run (two turns to a run): the run it continued as takes the flow from
+    its input, not the log (no `read_flow`), and still sends the prompt again after a minute and
+    abandons the flow after ten."""
+    tl = await connect(dataclasses.replace(timed.tl.settings, turns_per_run=2), client=skipping.client)
+    chat = tl.conversation("chat", id=cid)
+    await chat.start_flow("signup")
+    await chat.message("not an address")
+    handle = skipping.client.get_workflow_handle(workflow_id("default", cid))
+
+    await skipping.sleep(61)
+    reminded = await recorded(timed.folder, cid, ["started", "invalid", "reminded"])
+    await skipping.sleep(601)
+    kinds = await recorded(timed.folder, cid, ["started", "invalid", "reminded", "abandoned"])
+    history = await handle.fetch_history()
+
+    assert history.events[0].workflow_execution_started_event_attributes.continued_execution_run_id
+    assert "read_flow" not in local_activities(list(history.events))
+    assert ["started", "invalid", "reminded"] == reminded
+    assert ["started", "invalid", "reminded", "abandoned"] == kinds
     assert "expired" == Log(FolderStore(timed.folder).read(cid)).entries[-1]["data"]["reason"]
 
 
