@@ -43,6 +43,12 @@ def slim(outcome: TurnOutcome) -> TurnOutcome:
     return outcome.model_copy(update={"outputs": None, "answer": None, "result": None, "flow": None})
 
 
+def answerless(outcome: TurnOutcome) -> TurnOutcome:
+    """An outcome without its outputs (`wait` reads them from the log), but with where its guided flow
+    stands: what continue-as-new carries of the newest, in runs with `LEANER`."""
+    return outcome.model_copy(update={"outputs": None, "answer": None, "result": None})
+
+
 def bare(outcome: TurnOutcome) -> TurnOutcome:
     """What a caller that asks late about a send needs of its outcome: its turn and parent (to read it
     from the log), its state, its error, and what a waiting or steered turn asks or took (empty for

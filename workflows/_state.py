@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from core.temporal import to_failure
 
-    from ._details import bare, slim
+    from ._details import answerless, bare, slim
     from ._patches import lean, leaner
     from ._upkeep import Attributes
 
@@ -63,6 +63,8 @@ class RunState:
         self.stops: deque[tuple[StopSend, int]] = deque()
         """Each stop with how many sends were queued when it came: it drops those, never a later send."""
         self.outcomes: OrderedDict[str, TurnOutcome] = OrderedDict((o.request_id, o) for o in carried.outcomes)
+        self.carried_ids = dict(self.outcomes)
+        """The outcomes the run before carried, as carried (a later `finish` of the same id replaces it)."""
         self.begun: dict[str, Begun] = {}
         self.prepared: dict[str, PrepareResult] = {}
         """Where the topic policy placed a queued send, kept while it waits to be placed."""
@@ -260,6 +262,15 @@ class RunState:
         """Whether a send with this request id was placed or answered in this run (a repeat is one turn)."""
         return request_id in self.outcomes or request_id in self.begun
 
+    def carried_answerless(self, outcome: TurnOutcome) -> bool:
+        """Whether `outcome` is a done one the run before carried without its answer (`answerless`)."""
+        return (
+            outcome.state == "done"
+            and outcome.outputs is None
+            and outcome.turn is not None
+            and (self.carried_ids.get(outcome.request_id) is outcome)
+        )
+
     def known(self, request_id: str) -> bool:
         """Whether a send with this request id was queued, placed or answered in this run."""
         queued = [*self.pending, *([self.unplaced] if self.unplaced else [])]
@@ -305,8 +316,8 @@ class RunState:
         recent = [o for o in list(self.outcomes.values())[-CARRIED_OUTCOMES:] if o.request_id not in held]
         if leaner():  # a done send's outcome is in the log (`wait` reads it there); the rest stay here
             recent = [*(o for o in recent[:-1] if o.state != "done"), *recent[-1:]]
-        older = bare if lean() else slim
-        recent = [*map(older, recent[:-1]), *map(slim, recent[-1:])]
+        older, newest = (bare if lean() else slim), (answerless if leaner() else slim)
+        recent = [*map(older, recent[:-1]), *map(newest, recent[-1:])]
         return ConversationState(
             config=self.config,
             pending=list(self.pending),

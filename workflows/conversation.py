@@ -89,7 +89,11 @@ class ConversationWorkflow:
         """Wait for how the send `request_id` ends; a refusal raises its coded error."""
         if not self.state.known(request_id):  # a send of an earlier run: its outcome is in the log
             return await self.turns.earlier_outcome(request_id)
-        return await self.state.outcome(request_id)
+        outcome = await self.state.outcome(request_id)
+        if self.reads_earlier and self.state.carried_answerless(outcome):  # its answer is in the log
+            found = await self.turns.earlier_outcome(request_id)
+            return found.model_copy(update={"flow": outcome.flow}) if outcome.flow else found
+        return outcome
 
     @workflow.update(name="begun")
     async def begun(self, request_id: str) -> Begun:

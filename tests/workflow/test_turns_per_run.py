@@ -76,3 +76,19 @@ async def test_a_continued_run_carries_what_a_late_caller_needs(
         "begun", "r-one", result_type=Begun
     )
     assert (sent[0].id, None, True) == (begun.turn, begun.parent, begun.existing)
+
+
+async def test_a_caller_asking_after_the_run_continued_hears_the_answer(
+    client: Client, settings: Settings, worker: Worker, cid: str
+) -> None:
+    """The newest outcome crosses continue-as-new without its answer; a `wait` for it (as `threadline send`
+    asks after its send) still hears the answer, from the log: before, it heard `result: null`."""
+    tl = await connect(dataclasses.replace(settings, turns_per_run=2), client=client)
+    chat = tl.conversation("tutor", id=cid)
+    await chat.predict("one")
+    last = await chat.predict("two", request_id="r-two")
+
+    late = await chat.outcome("r-two")
+
+    assert (last.id, "done") == (late.turn, late.state)
+    assert "two" in str(late.result)
