@@ -19,7 +19,7 @@ DEFAULT_TASK_QUEUE = "threadline"
 DEFAULT_IDLE_TIMEOUT_S = 24 * 3600.0
 DEFAULT_WORKFLOW_CACHE = 1000
 """Temporal's own default: conversations a worker keeps in memory between their turns."""
-DEFAULT_TURNS_PER_RUN = 10
+DEFAULT_TURNS_PER_RUN = 5
 """Turns a conversation's workflow run serves before it continues as new (its history starts again)."""
 DATABASE_SCHEMES = ("postgresql", "postgres")
 

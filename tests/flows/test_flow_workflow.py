@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer, Worker
 
 from core.errors import ThreadlineError
@@ -109,6 +109,20 @@ async def test_a_flow_conversation_history_replays(tl: Threadline, worker: Worke
     await chat.stop_flow()
     await chat.message("Thanks")
 
-    history = await client.get_workflow_handle(workflow_id("default", cid)).fetch_history()
+    runs = await closed_runs(client, workflow_id("default", cid))
 
-    await Replayer(workflows=[ConversationWorkflow], data_converter=client.data_converter).replay_workflow(history)
+    for history in runs:
+        await Replayer(workflows=[ConversationWorkflow], data_converter=client.data_converter).replay_workflow(history)
+
+
+async def closed_runs(client: Client, wid: str) -> list[WorkflowHistory]:
+    """Every run of `wid` that continued as new, oldest first (the newest, begun by the last turn, is
+    left out); the newest alone when none did."""
+    newest = await client.get_workflow_handle(wid).fetch_history()
+    runs: list[WorkflowHistory] = []
+    run_id = newest.events[0].workflow_execution_started_event_attributes.continued_execution_run_id
+    while run_id:
+        history = await client.get_workflow_handle(wid, run_id=run_id).fetch_history()
+        runs.insert(0, history)
+        run_id = history.events[0].workflow_execution_started_event_attributes.continued_execution_run_id
+    return runs or [newest]
