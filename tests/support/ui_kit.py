@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from playwright.async_api import Browser, Page, async_playwright
+from playwright.async_api import TimeoutError as PageTimeout
 
 from core.settings import Settings
 from threadline.client import Threadline, connect
@@ -141,8 +142,13 @@ async def history_page(browser: Browser, ui_url: str, workflow_id: str) -> Page:
     await page.goto(url, timeout=PAGE_TIMEOUT_MS)  # the UI forwards to the newest run's page
     await page.wait_for_url(_RUN_PAGE, timeout=PAGE_TIMEOUT_MS)
     await page.goto(page.url.rsplit("/", 1)[0] + "/history", timeout=PAGE_TIMEOUT_MS)
-    # Not "network idle": the page refreshes itself every few seconds while the workflow runs.
-    await page.get_by_text("Workflow Type").first.wait_for(timeout=PAGE_TIMEOUT_MS)
+    # Not "network idle": the page refreshes itself every few seconds while the workflow runs. On a
+    # loaded machine the UI's first load can stall on a request it never repeats: loaded again once.
+    try:
+        await page.get_by_text("Workflow Type").first.wait_for(timeout=PAGE_TIMEOUT_MS // 2)
+    except PageTimeout:
+        await page.reload(timeout=PAGE_TIMEOUT_MS)
+        await page.get_by_text("Workflow Type").first.wait_for(timeout=PAGE_TIMEOUT_MS)
     return page
 
 
