@@ -70,6 +70,10 @@ def outcome_of(send: TurnSend, result: FlowResult) -> TurnOutcome:
     )
 
 
+_STANDING = {"flow", "run", "state", "step", "moves", "remind_after_s", "expire_after_s"}
+"""What of a flow's latest result `read_flow` reads back: where it stands, not what it last said."""
+
+
 class Flows:
     """The guided flow of one conversation run, offered each send first (see `_admission`)."""
 
@@ -172,16 +176,7 @@ class Flows:
         if not (self.restored and self.agreed):
             return None
         now = self.current or FlowResult()
-        current = FlowResult(
-            in_flow=now.state == "active",
-            flow=now.flow,
-            run=now.run,
-            state=now.state,
-            step=now.step,
-            moves=now.moves,
-            remind_after_s=now.remind_after_s,
-            expire_after_s=now.expire_after_s,
-        )
+        current = FlowResult(in_flow=now.state == "active", **now.model_dump(include=_STANDING))
         return FlowStatus(current=current, counts=dict(self.counts))
 
     # ----- stops and timers
