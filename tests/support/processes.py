@@ -47,7 +47,8 @@ class WorkerProcess:
         )
 
     def wait_ready(self, timeout: float = 20.0) -> None:
-        """Block until the worker logged that it started polling."""
+        """Block until the worker logged that it started polling; one that did not in `timeout` is
+        killed (a test that fails here leaves no worker behind polling its task queue)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if any(e.get("event") == "worker.started" for e in self.events()):
@@ -55,7 +56,8 @@ class WorkerProcess:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the worker exited with {self.process.returncode}: {self.log.read_text()}")
             time.sleep(0.05)
-        raise TimeoutError("the worker did not start")
+        self.kill()
+        raise TimeoutError(f"the worker did not start in {timeout:.0f} s: {self.log.read_text()[-2000:]}")
 
     def events(self) -> list[dict[str, object]]:
         """The JSON log lines it wrote so far."""
