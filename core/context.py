@@ -8,6 +8,7 @@ wire and in the conformance cases (`{"last": 1, "without": ["message"]}`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
@@ -26,18 +27,25 @@ def compacted(model: BaseModel, data: Any, info: SerializationInfo, *, kept: fro
     it was given, even at its default: its reader tells a given value from one left out."""
     if not (isinstance(info.context, dict) and info.context.get(ONCE) and isinstance(data, dict)):
         return data
-    fields, given = type(model).model_fields, model.model_fields_set
+    defaults, given = _defaults(type(model)), model.model_fields_set
     return {
         name: value
         for name, value in data.items()
-        if (name in kept and name in given) or not _at_default(model, fields.get(name), name)
+        if (name in kept and name in given) or name not in defaults or getattr(model, name) != defaults[name]
     }
 
 
-def _at_default(model: BaseModel, field: Any, name: str) -> bool:
-    if field is None or field.is_required() or name == "kind":  # a union's tag stays
-        return False
-    return bool(getattr(model, name) == field.get_default(call_default_factory=True))
+@functools.cache
+def _defaults(model: type[BaseModel]) -> dict[str, Any]:
+    """The defaults of `model`'s fields that may be left out (not required, not a union's tag), made
+    once per class: asking pydantic for each field's default on every payload (a factory's made anew)
+    cost a send 330 us to serialize where pydantic alone takes 8 us. A factory's default is only
+    compared with, never handed out, so one made once stands for all."""
+    return {
+        name: field.get_default(call_default_factory=True)
+        for name, field in model.model_fields.items()
+        if not field.is_required() and name != "kind"
+    }
 
 
 class SummaryRule(BaseModel):
