@@ -86,9 +86,11 @@ async def drive(system: str) -> None:
     quiet_logs()
     with tempfile.TemporaryDirectory(prefix="bench-profile-") as tmp:
         async with turns.started(Path(tmp)) as b:
-            make = b.threadline if system == "threadline" else b.bare
             for rep in range(REPS):
-                chats = [make(f"p{rep}-{i}").predict for i in range(CONVERSATIONS)]
+                names = [f"p{rep}-{i}" for i in range(CONVERSATIONS)]
+                chats: list[Callable[[str], Awaitable[Any]]] = (
+                    [b.threadline(n) for n in names] if system == "threadline" else [b.bare(n).predict for n in names]
+                )
 
                 async def one(predict: Callable[[str], Awaitable[Any]]) -> None:
                     for k in range(TURNS_EACH):

@@ -1,7 +1,7 @@
 """Section 1 of bench/scale.py: throughput, turn latency and CPU per turn as conversations at once grow.
 
 At each size in `SIZES` that many conversations each take `TURNS_EACH` turns one after another,
-all at once, per system: Threadline (`chat.predict`, the offline model) and the bare Temporal
+all at once, per system: Threadline (`await chat(...)`, the offline model) and the bare Temporal
 conversation of bench/_bare.py, both with in-process workers on one dev server, each caching twice
 the largest burst. The systems alternate which goes first; a size is repeated `reps(size)` times.
 Latency is each turn's, as its conversation's caller sees it (under load it is mostly queueing:
@@ -93,7 +93,7 @@ async def measure(b: Bench, size: int) -> dict[str, Load]:
             predicts: list[Callable[[str], Awaitable[Any]]]
             if name == "threadline":
                 chats = [b.threadline(n) for n in names]
-                predicts, handles = [c.predict for c in chats], [c.handle for c in chats]
+                predicts, handles = list(chats), [c.handle for c in chats]
             else:
                 bares = [b.bare(n) for n in names]
                 predicts, handles = [c.predict for c in bares], [b.client.get_workflow_handle(c.id) for c in bares]

@@ -3,7 +3,7 @@
     python -m bench.service [--conversations 5000] [--cache 500] [--minutes 5] [--load 0.7]
 
 One dev server and an in-process worker per system (bench/turns.py's `started`), each caching
-`--cache` conversations (`max_cached_workflows`): Threadline (`chat.predict`, the offline model)
+`--cache` conversations (`max_cached_workflows`): Threadline (`await chat(...)`, the offline model)
 and the best bare conversation (bench/_bare.py: one update-with-start per turn, whose handler runs
 one activity appending one fsynced line). For each system in turn:
 
@@ -132,7 +132,7 @@ def systems(b: Bench, count: int) -> dict[str, Send]:
     bests = [b.best(f"svc-{i}") for i in range(count)]
 
     async def threadline(i: int, text: str) -> object:
-        return await chats[i].predict(text)
+        return await chats[i](text)
 
     async def best(i: int, text: str) -> object:
         return await bests[i].predict(text)

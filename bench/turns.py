@@ -16,7 +16,8 @@ the targets against the best bare conversation (`BEST_TARGETS`).
 Measured:
 1. Turn overhead: sequential turns on one conversation, as the client sees them (signal-with-start
    + `wait` update for the anchor; one update-with-start for the best bare conversation;
-   `await chat.predict(...)` for Threadline: one update-with-start and a read of the record log),
+   `await chat(...)` for Threadline: one update-with-start, its answer, as both anchors return theirs;
+   `chat.predict(...)`, which also reads the turn from the record log, is timed step by step in 5),
    the systems taking turns in a rotating order; the client's calls to the server per turn.
 2. Throughput: 100 conversations at once, 3 sequential turns each; turns per second, and the CPU
    a turn cost this process (client and workers) and the dev server (read from /proc, Linux).
@@ -410,7 +411,7 @@ async def bench_sequential(b: Bench) -> Sequential:
     bare_chat = b.bare("sequential")
     best_chat = b.best("sequential")
     systems: dict[str, tuple[Callable[[str], Awaitable[Any]], str]] = {
-        "threadline": (tl_chat.predict, workflow_id("default", tl_chat.id)),
+        "threadline": (tl_chat, workflow_id("default", tl_chat.id)),
         "anchor": (bare_chat.predict, bare_chat.id),
         "best": (best_chat.predict, best_chat.id),
     }
@@ -650,7 +651,7 @@ async def bench_throughput(b: Bench, beside: Beside) -> list[Row]:
             await predict(question(k))
 
     makers: dict[str, Callable[[int], Callable[[str], Awaitable[Any]]]] = {
-        "threadline": lambda i: b.threadline(f"load{i}").predict,
+        "threadline": lambda i: b.threadline(f"load{i}"),
         "anchor": lambda i: b.bare(f"load{i}").predict,
         "best": lambda i: b.best(f"load{i}").predict,
     }
@@ -869,7 +870,7 @@ def header() -> None:
     import temporalio
 
     print("Turn benchmark: Threadline's conversation workflow against bare Temporal conversations")
-    print("  threadline: ConversationWorkflow, build_worker(), chat.predict() (offline model, no delay)")
+    print("  threadline: ConversationWorkflow, build_worker(), await chat(...) (offline model, no delay)")
     print("  anchor: BareConversation (signal-with-start + `wait` update, one activity appending one fsynced line)")
     print("  best bare: BestBareConversation (one update-with-start whose handler runs the same activity)")
     print(
