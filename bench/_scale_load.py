@@ -27,6 +27,8 @@ from temporalio.client import WorkflowHandle
 
 from bench._scale_kit import Chart, Row, Section, sizes
 from bench.turns import Bench, check, children_cpu, pct, question, settle, started
+from threadline.client import Conversation
+from threadline.delivery import Queued
 
 SIZES = sizes(os.environ.get("BENCH_SCALE_CONVERSATIONS", ""), (10, 100, 1000))
 TURNS_EACH = 3
@@ -50,6 +52,8 @@ class Load:
     latencies_ms: list[float] = field(default_factory=list)
     again: int = 0
     """Activity attempts after the first (the server timed one out and ran it again), over every burst."""
+    queued: int = 0
+    """Sends answered `Queued` (kept, no worker took them within the client's patience), over every burst."""
 
     @property
     def rate(self) -> float:
@@ -58,6 +62,25 @@ class Load:
     @property
     def cpu_ms(self) -> float:
         return statistics.median(self.ours_ms) + statistics.median(self.server_ms)
+
+
+def patient(chat: Conversation, load: Load) -> Callable[[str], Awaitable[Any]]:
+    """`chat(...)` as a caller told `Queued` goes on: the send is kept, so it asks for its outcome (as
+    the error says) until a worker has taken it; each `Queued` is counted in `load`."""
+
+    async def send(text: str) -> Any:
+        try:
+            return await chat(text)
+        except Queued as kept:
+            load.queued += 1
+            request_id = kept.request_id
+        while True:
+            try:
+                return (await chat.outcome(request_id)).result
+            except Queued:
+                load.queued += 1
+
+    return send
 
 
 async def burst(predicts: list[Callable[[str], Awaitable[Any]]], load: Load) -> str:
@@ -93,7 +116,7 @@ async def measure(b: Bench, size: int) -> dict[str, Load]:
             predicts: list[Callable[[str], Awaitable[Any]]]
             if name == "threadline":
                 chats = [b.threadline(n) for n in names]
-                predicts, handles = list(chats), [c.handle for c in chats]
+                predicts, handles = [patient(c, loads[name]) for c in chats], [c.handle for c in chats]
             else:
                 bares = [b.bare(n) for n in names]
                 predicts, handles = [c.predict for c in bares], [b.client.get_workflow_handle(c.id) for c in bares]
@@ -105,7 +128,11 @@ async def measure(b: Bench, size: int) -> dict[str, Load]:
                 check(ended == turns, f"every turn ended exactly once ({ended} of {turns})")
             again = await runs_again(handles)
             loads[name].again += again
-            print(f"  {size:>5,} conversations, rep {rep + 1} {name}: {line}; {again} activity runs again", flush=True)
+            queued = f"; {loads[name].queued} sends answered Queued so far" if loads[name].queued else ""
+            print(
+                f"  {size:>5,} conversations, rep {rep + 1} {name}: {line}; {again} activity runs again{queued}",
+                flush=True,
+            )
     return loads
 
 
