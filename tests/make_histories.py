@@ -15,6 +15,13 @@ for lost turns and read the flow back. Release 0.6.0 (71ac80c) recorded the `-0.
 continued runs take what the run before handed over. Run it once for each release a rolling deploy
 may leave runs of (a newer release with a workflow change adds its own); never again for a release
 already kept.
+
+`python -m tests.make_histories --rolling` records a rolling deploy: a worker of release 0.5.0 and
+one of release 0.6.0 (`ROLLING`, each in its own tree and process) serve one conversation whose run
+continues as new from one release's run into the other's: `conversation-rolling-0.6-0.5-N.json`
+(a run a worker of 0.5.0 began, from what a run of 0.6.0 handed over: it looked and read, and
+must replay so) and `conversation-rolling-0.5-0.6-N.json`. Add a pair when a release changes what a
+run hands over.
 """
 
 from __future__ import annotations
@@ -22,14 +29,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
+import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from pathlib import Path
 from typing import Any
 
-from temporalio.api.enums.v1 import WorkflowTaskFailedCause
+from temporalio.api.enums.v1 import TaskQueueType, WorkflowTaskFailedCause
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -169,9 +180,9 @@ async def continued_from(handle: WorkflowHandle[Any, Any], run_id: str | None) -
     raise RuntimeError(f"the run {run_id} never continued as new")
 
 
-async def continued_flow(tl: Threadline) -> str:
+async def continued_flow(tl: Threadline, conversation: str = "kept-flow-runs") -> str:
     """A guided flow started in the first run and answered in the next, then stopped."""
-    chat = tl.conversation("chat", id="kept-flow-runs")
+    chat = tl.conversation("chat", id=conversation)
     await chat.start_flow("checkout", request_id="f-start")
     await chat.message("A pie.", request_id="f-pie")
     handle = tl.client.get_workflow_handle(workflow_id("default", chat.id))
@@ -181,7 +192,8 @@ async def continued_flow(tl: Threadline) -> str:
             break
         await chat.message("lots", request_id=f"f-lots-{n}")
     await chat.outcome("f-lots-0")
-    await chat.outcome("f-pie")
+    with contextlib.suppress(ThreadlineError):  # refused by 0.5.0 after a run of 0.6.0, which carried only the newest
+        await chat.outcome("f-pie")
     await chat.message("4", request_id="f-four")
     await chat.stop_flow()
     await chat.message("Thanks")
@@ -192,8 +204,9 @@ RUN_MAKERS = [("conversation-runs", continued), ("conversation-flow-runs", conti
 
 
 @contextlib.asynccontextmanager
-async def recording(**changes: object) -> AsyncIterator[tuple[Client, Threadline]]:
-    """A dev server, a worker of this tree's code and a client, with `Settings` changed by `changes`."""
+async def recording(*, worker: bool = True, **changes: object) -> AsyncIterator[tuple[Client, Threadline]]:
+    """A dev server, a worker of this tree's code (unless not `worker`) and a client, with `Settings`
+    changed by `changes`."""
     binary = find_temporal_binary()
     async with await WorkflowEnvironment.start_local(
         dev_server_existing_path=binary, data_converter=pydantic_data_converter, ip="127.0.0.1"
@@ -208,7 +221,7 @@ async def recording(**changes: object) -> AsyncIterator[tuple[Client, Threadline
             task_queue="kept",
             **changes,  # type: ignore[arg-type]
         )
-        async with build_worker(env.client, settings):
+        async with build_worker(env.client, settings) if worker else contextlib.nullcontext():
             yield env.client, await connect(settings, client=env.client)
 
 
@@ -263,23 +276,111 @@ asyncio.run(module.record_runs(release))
 """Run in the release's tree: this file's `record_runs` with the release's modules."""
 
 
-def record_release(release: str) -> None:
-    """Check the commit of `release` out in a temporary worktree and record its runs there."""
+@contextlib.contextmanager
+def released(*releases: str) -> Iterator[dict[str, Path]]:
+    """The commit of each release checked out in a temporary worktree, removed after."""
     root = Path(__file__).parent.parent
-    with tempfile.TemporaryDirectory() as parent:
-        tree = Path(parent) / f"release-{release}"
-        git = ["git", "-C", str(root), "worktree"]
-        subprocess.run([*git, "add", "--detach", str(tree), RELEASES[release]], check=True)
+    git = ["git", "-C", str(root), "worktree"]
+    with tempfile.TemporaryDirectory() as parent, contextlib.ExitStack() as added:
+        trees = {}
+        for release in releases:
+            trees[release] = tree = Path(parent) / f"release-{release}"
+            subprocess.run([*git, "add", "--detach", str(tree), RELEASES[release]], check=True)
+            added.callback(subprocess.run, [*git, "remove", "--force", str(tree)], check=True)
+        yield trees
+
+
+def record_release(release: str) -> None:
+    """Record the runs of `RUN_MAKERS` with the code of `release`, in its own tree."""
+    with released(release) as trees:
+        tree = str(trees[release])
+        subprocess.run([sys.executable, "-c", BOOT, tree, __file__, release], check=True, cwd=tree)
+
+
+ROLLING = {"0.5": "lean-history", "0.6": "lean-history-2"}
+"""The releases of the workers of a rolling deploy (`record_rolling`), by the patch each run of it
+writes first (`workflows._patches`)."""
+
+
+async def record_rolling(trees: dict[str, Path]) -> None:
+    """A worker of each release of `ROLLING` polls the task queue, in its own process and tree, as in
+    a rolling deploy; the conversation of `continued_flow` is made again (a new id each try) until its
+    first run was begun by one release and the next, which takes over that run's flow and what it
+    accounted for, by the other, both ways: `conversation-rolling-0.6-0.5-N.json` (a run of 0.6.0
+    continued into one a worker of 0.5.0 began) and `conversation-rolling-0.5-0.6-N.json`, every run.
+
+    Which worker takes a task is the server's choice: the one that polled longest, so a run that
+    continued as new is mostly taken on by the other worker, and a one-turn conversation made
+    before a try moves the next conversation's start to the other worker."""
+    async with recording(turns_per_run=RUN_TURNS, worker=False) as (client, tl):
+        env = {
+            "PATH": os.environ["PATH"],
+            "THREADLINE_DATA": str(tl.settings.data),
+            "THREADLINE_TEMPORAL_ADDRESS": tl.settings.address,
+            "THREADLINE_TASK_QUEUE": tl.settings.task_queue,
+        }
+        workers = [
+            await asyncio.create_subprocess_exec(sys.executable, "worker.py", cwd=trees[release], env=env)
+            for release in ROLLING
+        ]
+        releases = {patch: release for release, patch in ROLLING.items()}
+        wanted = {(newer, older) for newer in ROLLING for older in ROLLING if newer != older}
         try:
-            subprocess.run([sys.executable, "-c", BOOT, str(tree), __file__, release], check=True, cwd=tree)
+            await polled_by(client, tl.settings.task_queue, len(workers))
+            for attempt in range(40):
+                if attempt % 2:
+                    await tl.conversation("tutor", id=f"kept-rolling-turn-{attempt}").predict("one")
+                wid = workflow_id("default", await continued_flow(tl, f"kept-rolling-{attempt}"))
+                runs = await every_run(client, wid)
+                began = tuple(releases.get(patch_of(run) or "", "?") for run in runs[:2])
+                if began in wanted:
+                    wanted.discard(began)
+                    for n, history in enumerate(runs, 1):
+                        (HERE / f"conversation-rolling-{'-'.join(began)}-{n}.json").write_text(history.to_json())
+                if not wanted:
+                    return
+            raise RuntimeError(f"no conversation's runs were begun by the releases {sorted(wanted)}")
         finally:
-            subprocess.run([*git, "remove", "--force", str(tree)], check=True)
+            for process in workers:
+                process.terminate()
+                await asyncio.wait_for(process.wait(), 30)
+
+
+def patch_of(history: WorkflowHistory) -> str | None:
+    """The first patch marker of a run: which release's code began it."""
+    for event in history.events:
+        if event.marker_recorded_event_attributes.marker_name == "core_patch":
+            data = event.marker_recorded_event_attributes.details["patch-data"].payloads[0].data
+            return str(json.loads(data)["id"])
+    return None
+
+
+async def polled_by(client: Client, task_queue: str, count: int) -> None:
+    """Wait until `count` workers poll `task_queue` for workflow tasks."""
+    query = DescribeTaskQueueRequest(
+        namespace=client.namespace,
+        task_queue=TaskQueue(name=task_queue),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    )
+    for _ in range(600):
+        if len((await client.workflow_service.describe_task_queue(query)).pollers) >= count:
+            return
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"fewer than {count} workers poll {task_queue}")
+
+
+def record_rolling_deploy() -> None:
+    """Record the conversation of `record_rolling` with the workers of `ROLLING`, each in its tree."""
+    with released(*ROLLING) as trees:
+        asyncio.run(record_rolling(trees))
 
 
 if __name__ == "__main__":
     # `python -m tests.make_histories NAME...` records only those (a history kept from a release stays as it is);
-    # `python -m tests.make_histories --release VERSION` records that release's continued runs.
+    # `--release VERSION` records that release's continued runs, `--rolling` a rolling deploy's.
     if sys.argv[1:2] == ["--release"]:
         record_release(sys.argv[2])
+    elif sys.argv[1:] == ["--rolling"]:
+        record_rolling_deploy()
     else:
         asyncio.run(main(set(sys.argv[1:]) or None))
