@@ -49,6 +49,7 @@ def kept() -> list[WorkflowHistory]:
 @pytest.mark.parametrize("history", kept(), ids=lambda h: h.workflow_id)
 async def test_a_kept_history_replays(history: WorkflowHistory) -> None:
     """Histories kept from earlier versions still replay: a change that breaks them needs `patched`;
-    in the workers' sandbox and in the SDK's own."""
+    in the workers' sandbox and in the SDK's own. Each run of a conversation that continued as new is
+    kept on its own, by the release whose workers recorded it (`tests.make_histories`)."""
     await replayer().replay_workflow(history)
     await replayer(sandbox=True).replay_workflow(history)
