@@ -308,6 +308,11 @@ class Conversation(FlowMethods, ScheduleMethods, SettingsMethods):
         text = TextWatch(self.tl.stores.streams[store], self.tl.log(store, self.id))
         return text.pieces(turn, offset=offset, poll=poll)
 
+    async def placed_turn(self, request_id: str) -> str | None:
+        """The turn the send `request_id` began, as the record log holds it now (None: not placed yet,
+        or it began none: refused, or it joined a running turn)."""
+        return (await self._read()).request_ids.get(request_id)
+
     async def render(self, *args: Any, lm: str | None = None, **inputs: Any) -> RenderResult:
         """The exact request the next turn would send (provider JSON), with nothing sent or recorded.
 

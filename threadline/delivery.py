@@ -180,7 +180,7 @@ class Delivery:
                 search_attributes=self._attributes(),
             )
 
-    async def ask(self, name: str, send: TurnSend, answer: type[U]) -> U:
+    async def ask(self, name: str, send: TurnSend, answer: type[U], *, keep_waiting: bool | None = None) -> U:
         """Deliver `send` and wait for the update `name`'s answer about it: one update-with-start that
         waits for the answer, so a turn answered within Temporal's long poll costs one client call.
 
@@ -192,7 +192,8 @@ class Delivery:
         kept as a signal, durable at once (`_kept`). `place` then answers `Queued` at once; `send`,
         whose caller waits for the outcome, goes on waiting for the update's answer (the workflow
         answers it once the kept send ends) and answers `Queued` when no worker took it within
-        `KEPT_PATIENCE_S` (at once when no worker polls at all). The workflow queues a request id
+        `KEPT_PATIENCE_S` (at once when no worker polls at all); `keep_waiting=False` answers a kept
+        `send` `Queued` at once too, as the command line does. The workflow queues a request id
         once, so a late acceptance of the update, or the same send again, places nothing twice.
 
         Raises:
@@ -201,6 +202,7 @@ class Delivery:
             ThreadlineError: the coded refusal of the send.
         """
         check_send(send)  # a flow's or a merge's names too, before anything is sent
+        waits_kept = name == "send" if keep_waiting is None else keep_waiting
         await self.workflow()  # connects, and settles the store identity and attributes in the config
         # The update's id is written four times per turn in history: the send it carries names its request id.
         start, update_id = self.start_operation(), f"{name}/{uuid7()}"
@@ -222,7 +224,7 @@ class Delivery:
                 if time.monotonic() < patience and await self._being_taken():
                     continue
                 await self._kept(send)
-                if name != "send":
+                if not waits_kept:
                     raise Queued(send.request_id, self.tl.settings.task_queue)
                 patience, kept = time.monotonic() + KEPT_PATIENCE_S, True  # a worker has that long to take it
         finally:
@@ -237,7 +239,7 @@ class Delivery:
                 return await _taken(answered, send)
             await _settled(start)
             await self._kept(send)
-            if name != "send":
+            if not waits_kept:
                 raise Queued(send.request_id, self.tl.settings.task_queue)
             patience = time.monotonic() + KEPT_PATIENCE_S
         left = max(patience - time.monotonic(), ACCEPT_WAIT_S)

@@ -102,9 +102,10 @@ class Handle:
         check_send(send)  # its names within their limits, before anything is sent or recorded
         return send
 
-    async def submit(self, send: TurnSend) -> TurnOutcome:
-        """Deliver a prepared send (`sent(...)`, perhaps with a merge or flow) and wait for how it ends."""
-        return await self.delivery.ask("send", send, TurnOutcome)
+    async def submit(self, send: TurnSend, *, keep_waiting: bool = True) -> TurnOutcome:
+        """Deliver a prepared send (`sent(...)`, perhaps with a merge or flow) and wait for how it ends;
+        with `keep_waiting=False`, a send no worker took in time is answered `Queued` at once (`Delivery.ask`)."""
+        return await self.delivery.ask("send", send, TurnOutcome, keep_waiting=keep_waiting)
 
     async def _read(self) -> Log:
         return await self.tl.log(self.config.store, self.id).read()

@@ -126,6 +126,39 @@ async def test_send_waits_and_prints_the_outcome(cli_env: dict[str, str], worker
     assert "I was shown 1 earlier turn(s)." in second.stdout
 
 
+async def test_a_send_is_one_update_that_answers_with_the_outcome(
+    cli_env: dict[str, str], client: Client, worker: Worker, cid: str
+) -> None:
+    """`send` asks Temporal once for the turn and its outcome (the `send` update), whether it prints text
+    or JSON: placing first and asking `wait` after cost a second call and a workflow task."""
+    await threadline(cli_env, "send", cid, "Hi, I'm Alex.")
+    await threadline_json(cli_env, "send", cid, "And again.")
+
+    history = await client.get_workflow_handle(workflow_id("default", cid)).fetch_history()
+    updates = [
+        event.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
+        for event in history.events
+        if event.HasField("workflow_execution_update_accepted_event_attributes")
+    ]
+
+    assert ["send", "send"] == updates
+
+
+async def test_a_running_turns_text_is_printed_as_it_comes(
+    client: Client, settings: Settings, tl: Threadline, cid: str
+) -> None:
+    """A turn still running when `send` looks streams its text (found by the send's request id in the
+    log), printed once, and the outcome after it without the answer again."""
+    async with build_worker(client, slow(settings, 2.0)):
+        sent = await threadline(settings_env(settings), "send", cid, "Take your time.")
+    [turn] = await tl.conversation("tutor", cid).turns()
+
+    assert 0 == sent.returncode, sent.stderr
+    assert sent.stdout.startswith("(offline) You said: Take your time.")
+    assert 1 == sent.stdout.count("You said: Take your time.")
+    assert [f"turn    {turn.id}", "parent  -", "state   done"] == sent.stdout.splitlines()[-3:]
+
+
 async def test_send_without_waiting_prints_the_placed_turn(
     cli_env: dict[str, str], worker: Worker, tl: Threadline, cid: str
 ) -> None:

@@ -127,13 +127,16 @@ print(json.dumps({"status": status, "modules": sorted(sys.modules)}))
 """
 SENDING = (
     *("psycopg", "psycopg_pool", "httpx", "activities", "store.calls", "worker", "temporalio.worker"),
+    *("temporalio.testing", "temporalio.contrib.opentelemetry", "openai", "google.genai", "opentelemetry"),
+    *("fastapi", "starlette", "uvicorn", "threadline.http", "threadline.devserver", "numpy"),
     *("structlog", "rich", "store.flows", "core.schedules", "core.toolmodels", "core.again_models"),
     *("core.records_models", "threadline.closing"),
 )
-"""What a send from the command line never needs: the worker's side (activities, providers, the call
-log), the PostgreSQL driver when the store is a folder, the workflow code beyond its names; structlog
-while nothing is logged; guided flows, schedules, turn actions and the setup and import models;
-stopping and closing."""
+"""What a send from the command line never needs: the worker's side (activities, the workflow sandbox,
+the providers and their SDKs, tracing, the call log), the test server, the HTTP service, the
+PostgreSQL driver when the store is a folder, the workflow code beyond its names; structlog while
+nothing is logged; guided flows, schedules, turn actions and the setup and import models; stopping
+and closing. Each costs a command that sends a turn its import time (docs/benchmarks.md, `cli`)."""
 
 
 @pytest.mark.parametrize(

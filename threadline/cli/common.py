@@ -106,7 +106,7 @@ async def open_conversation(args: argparse.Namespace, settings: Settings, **opti
     from store.backends.base import check_id
 
     check_id(args.id)
-    if not (os.environ.get("THREADLINE_URL") or "").strip():  # `remote.service_url`, without loading httpx
+    if not through_service():
         return await open_local(args, settings, **options)
     from .remote import RemoteConversation, Service
 
@@ -116,6 +116,12 @@ async def open_conversation(args: argparse.Namespace, settings: Settings, **opti
         store=args.store, conversation=args.id, program=getattr(args, "program", "tutor"), **options
     )
     return RemoteConversation(service, config)
+
+
+def through_service() -> bool:
+    """Whether THREADLINE_URL is set: conversations are then reached through the HTTP service
+    (`remote.service_url`, read without loading httpx)."""
+    return bool((os.environ.get("THREADLINE_URL") or "").strip())
 
 
 async def open_local(args: argparse.Namespace, settings: Settings, **options: Any) -> Conversation:
@@ -196,6 +202,11 @@ class Progress:
             yield progress
         finally:
             progress.quiet()
+
+    @property
+    def noting(self) -> bool:
+        """Whether it will say something if the wait goes on (on a terminal, and not quieted)."""
+        return self._task is not None
 
     def quiet(self) -> None:
         """Say nothing more: text is arriving, or the wait is over."""

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from core.errors import ErrorCode, ThreadlineError
 from core.sends import SENDS
@@ -22,8 +23,18 @@ from .common import (
     message_inputs,
     open_conversation,
     open_local,
+    through_service,
 )
 from .output import Output
+
+if TYPE_CHECKING:
+    from core.models import TurnOutcome
+    from threadline.client import Conversation
+
+FIRST_LOOK_S = 0.1
+"""How long `send` waits for its answer before it reads the log for its turn (to stream its text)."""
+PLACED_POLL_S = 0.05
+"""How often it reads the log for its turn after that, until the turn is there or answered."""
 
 _SEND_EPILOG = """\
 MESSAGE is the program's input: for `tutor`, its `message`. For a program whose input is not
@@ -199,35 +210,85 @@ async def run_send(args: argparse.Namespace, out: Output) -> int:
     if args.from_turn:
         chat = chat.continue_from(args.from_turn)
     async with Progress.on_stderr() as progress:
-        try:
-            handle = await chat.send(
-                request_id=args.request_id, lm=args.lm, approve=approve_option(args.approve), **inputs
-            )
-        except Queued as kept:
-            if not args.no_wait:
-                raise  # exit 1 `server-unavailable`: the send is kept, its answer is not here
-            data = {"conversation": chat.id, "turn": None, "request_id": kept.request_id, "state": "queued"}
-            out.emit(data, output.fields([("queued", kept.request_id)]))
-            return 0
-        if args.no_wait and handle.id is not None:
-            data = {
-                "conversation": chat.id,
-                "turn": handle.id,
-                "parent": handle.parent,
-                "request_id": handle.request_id,
-            }
-            out.emit(data, output.fields([("turn", handle.id), ("parent", handle.parent or "-")]))
-            return 0
-        progress.turn = handle.id
-        streamed = False
-        if not out.json and handle.id is not None:
-            streamed = await _print_stream(chat, handle.id, out, progress)
-        outcome = await chat.outcome(handle.request_id)
+        if not args.no_wait and not through_service():
+            outcome, streamed = await _delivered(cast("Conversation", chat), args, inputs, out, progress)
+        else:
+            try:
+                handle = await chat.send(
+                    request_id=args.request_id, lm=args.lm, approve=approve_option(args.approve), **inputs
+                )
+            except Queued as kept:
+                if not args.no_wait:
+                    raise  # exit 1 `server-unavailable`: the send is kept, its answer is not here
+                data = {"conversation": chat.id, "turn": None, "request_id": kept.request_id, "state": "queued"}
+                out.emit(data, output.fields([("queued", kept.request_id)]))
+                return 0
+            if args.no_wait and handle.id is not None:
+                data = {
+                    "conversation": chat.id,
+                    "turn": handle.id,
+                    "parent": handle.parent,
+                    "request_id": handle.request_id,
+                }
+                out.emit(data, output.fields([("turn", handle.id), ("parent", handle.parent or "-")]))
+                return 0
+            progress.turn = handle.id
+            streamed = False
+            if not out.json and handle.id is not None:
+                streamed = await _print_stream(chat, handle.id, out, progress)
+            outcome = await chat.outcome(handle.request_id)
     text = "\n".join(
         filter(None, [output.outcome_text(outcome, out, answer=not streamed), output.approvals_text(outcome.approvals)])
     )
     out.emit({"conversation": chat.id, **outcome.model_dump(mode="json")}, text)
     return 0 if outcome.state in ("done", "waiting") else 1
+
+
+async def _delivered(
+    chat: Conversation, args: argparse.Namespace, inputs: dict[str, Any], out: Output, progress: Progress
+) -> tuple[TurnOutcome, bool]:
+    """Send the turn and wait for how it ends in one update-with-start (`Handle.submit`; a send no worker
+    took in time is `Queued` at once, exit 1, as a placed one is); return the outcome and whether its
+    text was printed.
+
+    Placing first and then asking how it ended cost a second call to Temporal and a workflow task,
+    and kept the worker from placing and running the turn in one step. The turn's id comes from the
+    record log instead: its text streams from there while it runs, or from its stream once the answer
+    came (a turn answered in its first moments costs no read of the log at all).
+    """
+    from core.models import check_inputs
+    from threadline.options import SendOptions
+
+    check_inputs(inputs)
+    send = chat.sent(inputs, SendOptions(args.request_id, args.lm, approve_option(args.approve)))
+    answered = asyncio.ensure_future(chat.submit(send, keep_waiting=False))
+    try:
+        turn = None
+        if not out.json or progress.noting:  # the text streams; a terminal's note names the turn
+            turn = await _placed_while_running(chat, send.request_id, answered)
+            progress.turn = turn
+        streamed = False
+        if not out.json and turn is not None:
+            streamed = await _print_stream(chat, turn, out, progress)
+        outcome = await answered
+        if not out.json and turn is None and outcome.turn is not None:
+            streamed = await _print_stream(chat, outcome.turn, out, progress)
+    finally:
+        if not answered.done():
+            answered.cancel()
+    return outcome, streamed
+
+
+async def _placed_while_running(chat: Conversation, request_id: str, answered: asyncio.Future[Any]) -> str | None:
+    """The turn the send `request_id` began, once the log holds it; None once the send is answered
+    first. The log is first read after `FIRST_LOOK_S`: most turns the offline model answers by then."""
+    await asyncio.wait({answered}, timeout=FIRST_LOOK_S)
+    while not answered.done():
+        turn = await chat.placed_turn(request_id)
+        if turn is not None:
+            return turn
+        await asyncio.wait({answered}, timeout=PLACED_POLL_S)
+    return None
 
 
 async def _print_stream(chat: Chat, turn: str, out: Output, progress: Progress) -> bool:
