@@ -314,7 +314,7 @@ async def record_rolling(trees: dict[str, Path]) -> None:
     before a try moves the next conversation's start to the other worker."""
     async with recording(turns_per_run=RUN_TURNS, worker=False) as (client, tl):
         env = {
-            "PATH": os.environ["PATH"],
+            **os.environ,
             "THREADLINE_DATA": str(tl.settings.data),
             "THREADLINE_TEMPORAL_ADDRESS": tl.settings.address,
             "THREADLINE_TASK_QUEUE": tl.settings.task_queue,
