@@ -180,7 +180,7 @@ class Delivery:
                 search_attributes=self._attributes(),
             )
 
-    async def ask(self, name: str, send: TurnSend, answer: type[U], *, keep_waiting: bool | None = None) -> U:
+    async def ask(self, name: str, send: TurnSend, answer: type[U], *, keep_waiting: bool = True) -> U:
         """Deliver `send` and wait for the update `name`'s answer about it: one update-with-start that
         waits for the answer, so a turn answered within Temporal's long poll costs one client call.
 
@@ -202,7 +202,7 @@ class Delivery:
             ThreadlineError: the coded refusal of the send.
         """
         check_send(send)  # a flow's or a merge's names too, before anything is sent
-        waits_kept = name == "send" if keep_waiting is None else keep_waiting
+        waits_kept = name == "send" and keep_waiting
         await self.workflow()  # connects, and settles the store identity and attributes in the config
         # The update's id is written four times per turn in history: the send it carries names its request id.
         start, update_id = self.start_operation(), f"{name}/{uuid7()}"
