@@ -11,7 +11,9 @@ workflow settles the store's identity and the search attributes in it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
@@ -127,15 +129,22 @@ def _unreached(task: asyncio.Future[Any]) -> bool:
     return not task.cancelled() and isinstance(task.exception(), Unreached)
 
 
-async def _settled(start: WithStartWorkflowOperation[Any, Any]) -> None:
-    """Take the outcome of an update-with-start's start, so no error of it goes unretrieved (one cut
-    short by the deadline holds a cancellation, which must not cancel the caller)."""
-    taken = asyncio.ensure_future(start.workflow_handle())
-    await asyncio.wait({taken}, timeout=SETTLE_S)
-    if not taken.done():
-        taken.cancel()
-    elif not taken.cancelled():
-        taken.exception()
+@contextlib.asynccontextmanager
+async def _settling(start: WithStartWorkflowOperation[Any, Any]) -> AsyncIterator[None]:
+    """Around an update-with-start: a call that fails before its start is answered fails the start
+    too, and that error is taken here. Left untaken, asyncio would log it with its traceback whenever
+    the operation is collected, inside whatever code runs then (even inside an `ast.parse`, which
+    CPython 3.11 then fails with `AST constructor recursion depth mismatch`)."""
+    try:
+        yield
+    except BaseException:
+        taken = asyncio.ensure_future(start.workflow_handle())
+        await asyncio.wait({taken}, timeout=SETTLE_S)  # set already, unless the call never began
+        if not taken.done():
+            taken.cancel()
+        elif not taken.cancelled():
+            taken.exception()  # a cancellation held here must not cancel the caller
+        raise
 
 
 class Delivery:
@@ -231,13 +240,11 @@ class Delivery:
             if not answered.done():
                 answered.cancel()
                 await asyncio.wait({answered})
-                await _settled(start)
             if not answered.cancelled():
                 answered.exception()  # taken: its error, if any, was answered otherwise
         if not kept:
             if await self._accepted(update_id):
                 return await _taken(answered, send)
-            await _settled(start)
             await self._kept(send)
             if not waits_kept:
                 raise Queued(send.request_id, self.tl.settings.task_queue)
@@ -250,16 +257,17 @@ class Delivery:
     ) -> U:
         """The update-with-start that waits for the answer (Temporal answers within its long poll, or
         says the update was accepted and the SDK then asks for the outcome)."""
-        with crossing():
-            handle = await self.tl.client.start_update_with_start_workflow(
-                name,
-                send,
-                start_workflow_operation=start,
-                id=update_id,
-                wait_for_stage=WorkflowUpdateStage.COMPLETED,
-                result_type=answer,
-            )
-            result: U = await handle.result()  # known already: no call
+        async with _settling(start):
+            with crossing():
+                handle = await self.tl.client.start_update_with_start_workflow(
+                    name,
+                    send,
+                    start_workflow_operation=start,
+                    id=update_id,
+                    wait_for_stage=WorkflowUpdateStage.COMPLETED,
+                    result_type=answer,
+                )
+                result: U = await handle.result()  # known already: no call
         return result
 
     async def _being_taken(self) -> bool:
@@ -326,10 +334,12 @@ class Delivery:
         """Ask the update `name` with `arg`, starting the workflow first when it is not open (a closed
         conversation reopens, rebuilt from its log)."""
         await self.workflow()  # connects, and settles the store identity and attributes in the config
-        with crossing():
-            result: U = await self.tl.client.execute_update_with_start_workflow(
-                name, arg, start_workflow_operation=self.start_operation(), result_type=answer
-            )
+        start = self.start_operation()
+        async with _settling(start):
+            with crossing():
+                result: U = await self.tl.client.execute_update_with_start_workflow(
+                    name, arg, start_workflow_operation=start, result_type=answer
+                )
         return result
 
     async def outcome(self, request_id: str) -> TurnOutcome:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import os
 import signal
 import time
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from activities.language_model import OfflineModel
+from core.errors import ThreadlineError
 from core.models import TurnSend
 from core.settings import Settings
 from core.temporal import connect_temporal
@@ -80,3 +82,41 @@ async def test_a_killed_temporal_server_restarts_and_the_turn_completes(
 
     log = ledger.check(folder, cid)
     assert "done" == log.turns[log.request_ids[rid]].state(0)
+
+
+@pytest.mark.slow
+async def test_a_send_cut_off_by_a_server_kill_leaves_no_error_unretrieved(
+    settings: Settings, tmp_path: Path, cid: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server dies while a worker runs an accepted send: its caller is told `server-unavailable`, and the
+    update-with-start's start, which failed with it, leaves no error behind (asyncio logs such an error
+    with its traceback when the future is collected, at any moment of any later code)."""
+    data, port = tmp_path / "temporal", free_port()
+    own = dataclasses.replace(settings, address=f"127.0.0.1:{port}")
+    folder, rid = own.store_folder("default"), uuid7()
+    server = DevServer(data, port=port, ui_port=None)
+    await server.start()
+    try:
+        client = await connect_temporal(own, FolderBlobs(own.payload_folder))
+        chat = (await connect(own, client=client)).conversation("tutor", id=cid)
+        async with build_worker(client, own, providers={"offline": OfflineModel(delay=DELAY_S)}):
+            await chat.deliver("before the crash")
+            sent = asyncio.ensure_future(chat.deliver("while the server dies", request_id=rid))
+            await until_running(folder, cid, rid)
+            assert server.pid is not None
+            os.killpg(server.pid, signal.SIGKILL)
+            code = None
+            try:
+                await sent
+            except ThreadlineError as err:
+                code = err.code  # the error and its frames are let go of here
+            assert code == "server-unavailable"
+            del sent
+            server = await killed_and_restarted(server, data, port)
+            await until_ended(folder, cid, [rid], patience=90)
+    finally:
+        await server.stop()
+    gc.collect()
+
+    left = [r.getMessage() for r in caplog.records if "never retrieved" in r.getMessage()]
+    assert left == []
