@@ -4,6 +4,7 @@ task queue and store folder per test, and workers run in-process or as subproces
 from __future__ import annotations
 
 import dataclasses
+import logging
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -28,6 +29,39 @@ from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 
 SUGGEST_CONTINUE_AS_NEW_AT = 120
 """Events after which the test server suggests continue-as-new (its default is 4,096)."""
+
+
+class _Untaken(logging.Handler):
+    """asyncio's reports of an error no code took (a future or task collected with its exception):
+    each one is a defect, reported whenever the collector runs, so inside any later code."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.seen: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "never retrieved" not in message:
+            return
+        frames, tb = [], record.exc_info[2] if record.exc_info else None
+        while tb is not None:  # no traceback formatting here: it parses source, and this runs mid-collection
+            frames.append(f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}")
+            tb = tb.tb_next
+        self.seen.append(f"{message} raised at {' <- '.join(reversed(frames))}")
+
+
+_UNTAKEN = _Untaken()
+logging.getLogger("asyncio").addHandler(_UNTAKEN)
+
+
+@pytest.fixture(autouse=True)
+def _no_untaken_errors() -> Iterator[None]:
+    """Fails the test during which asyncio reported an error no code took (made by it or by an
+    earlier test of this process: the report names where it was raised)."""
+    before = len(_UNTAKEN.seen)
+    yield
+    if len(_UNTAKEN.seen) > before:
+        pytest.fail("an error no code took: " + "; ".join(_UNTAKEN.seen[before:]), pytrace=False)
 
 
 @pytest.fixture(autouse=True)
