@@ -24,6 +24,12 @@ continue-as-new, where a run that has it carries the newest and those of sends t
 what the run before handed over (`ConversationState.accounted`, `.flow`) instead of looking for lost
 turns and reading the flow back (a run begun by a worker from before looked and read: it replays so)."""
 
+LEANEST = "lean-history-3"
+"""Stands for `LEANER` and what came after it: runs from before it write the search attributes as
+each turn ends with nothing else to do, and before they continue as new; a run that has it writes
+them at most once per interval (`_upkeep.Upkeep.keep_up`) and hands them to the next run in its
+continue-as-new."""
+
 
 def lean() -> bool:
     """Whether this run has `LEAN` (or `LEANER`, which stands for it): asked first in the run's first
@@ -32,8 +38,13 @@ def lean() -> bool:
 
 
 def leaner() -> bool:
-    """Whether this run has `LEANER`: a new run has it and writes its one marker."""
-    return workflow.patched(LEANER)
+    """Whether this run has `LEANER` (or `LEANEST`, which stands for it)."""
+    return leanest() or workflow.patched(LEANER)
+
+
+def leanest() -> bool:
+    """Whether this run has `LEANEST`: a new run has it and writes its one marker."""
+    return workflow.patched(LEANEST)
 
 
 def since(patch: str) -> bool:

@@ -2,8 +2,10 @@
 
 A composed object with explicit inputs: the workflow tells it when work happened, whether it is
 idle and what its attributes are; it owns one durable timer per idle period and decides when the
-attributes are written (at most once per interval while turns follow each other, and as soon as a
-turn ends with nothing else to do).
+attributes are written: at most once per interval (`attributes_every_s`), at once when a turn ends
+with nothing else to do and the interval has passed, else by one timer at the interval's end (one
+timer per interval, whatever number of turns it holds); a run hands them to the next in its
+continue-as-new (no write of its own).
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeUpdate
+from temporalio.common import SearchAttributePair, SearchAttributeUpdate, TypedSearchAttributes
 
 with workflow.unsafe.imports_passed_through():
     from core.models import ConversationConfig, TurnOutcome
 
     from ._details import current_details
-    from ._patches import lean, since
+    from ._patches import lean, leanest, since
     from .attributes import STATE_KEY, TURNS_KEY, UPDATED_KEY
 
 Attributes = tuple[str, int]
@@ -43,6 +45,14 @@ class Upkeep:
         self.published = workflow.now() - self.every
         self.shown: Attributes | None = None
         self._clock: asyncio.Task[None] | None = None
+        self.later = leanest()
+        """Writes within an interval wait for its end on one timer; continue-as-new hands them on."""
+        self._writing: asyncio.Task[None] | None = None
+        if self.later and self.enabled:
+            found = workflow.info().typed_search_attributes
+            state, turns = found.get(STATE_KEY), found.get(TURNS_KEY)
+            if state is not None and turns is not None:  # written by the run before, or its starter
+                self.shown, self.published = (state, turns), workflow.now()
 
     def touch(self) -> None:
         """Work happened now: the idle period starts again."""
@@ -67,16 +77,48 @@ class Upkeep:
                 return
             await workflow.sleep(left, summary="idle close")
 
-    def ended(self, outcome: TurnOutcome, inputs: Mapping[str, object] | None, attributes: Attributes) -> None:
+    def ended(
+        self, outcome: TurnOutcome, inputs: Mapping[str, object] | None, current: Callable[[], Attributes]
+    ) -> None:
         """A turn ended: the idle period starts again, and the UI shows the exchange and the attributes.
 
-        When nothing else runs or waits, the attributes are written now: a burst is over, and a timer
-        to write them later would cost the history two events (started, then cancelled by the next
-        send) where this write costs one."""
+        Runs with `later` keep the attributes up (`keep_up`). Runs before it wrote them now when
+        nothing else ran or waited: a burst was over, and a timer to write them later would cost the
+        history two events (started, then cancelled by the next send) where this write cost one."""
         self.touch()
+        attributes = current()
         workflow.set_current_details(current_details(attributes[1], outcome, inputs))
+        if self.later:
+            self.keep_up(current)
+            return
         quiet = attributes[0] == "idle" and self.enabled and attributes != self.shown
         self.publish(attributes, force=quiet and since(QUIET_PUBLISH))
+
+    def keep_up(self, current: Callable[[], Attributes]) -> None:
+        """Bring the attributes up to date: at once when nothing runs or waits and the interval has
+        passed (a conversation at a person's pace writes as each turn ends), else once at the end of
+        the interval, by a timer no send cancels (turns in a row cost it one timer, not a write each)."""
+        attributes = current()
+        if not self.enabled or attributes == self.shown:
+            return
+        if attributes[0] == "idle" and workflow.now() - self.published >= self.every:
+            self.publish(attributes)
+        elif self._writing is None or self._writing.done():
+            self._writing = asyncio.create_task(self._write_later(current))
+
+    async def _write_later(self, current: Callable[[], Attributes]) -> None:
+        await workflow.sleep(max(self.published + self.every - workflow.now(), timedelta(0)), summary="attributes")
+        self.publish(current(), force=True)
+
+    def handed_on(self, attributes: Attributes) -> TypedSearchAttributes | None:
+        """The search attributes a continue-as-new gives the next run (None: the run's own, as they are),
+        with `attributes` and the time of the last activity in them."""
+        if not (self.later and self.enabled) or attributes == self.shown:
+            return None
+        changed = {update.key.name: update for update in self._changed(attributes)}
+        pairs = [p for p in workflow.info().typed_search_attributes.search_attributes if p.key.name not in changed]
+        pairs += [SearchAttributePair(u.key, u.value) for u in changed.values() if u.value is not None]
+        return TypedSearchAttributes(pairs)
 
     @staticmethod
     async def drained(arrived: Callable[[], bool]) -> None:
@@ -107,8 +149,9 @@ class Upkeep:
         return updates
 
     def stale(self, attributes: Attributes, *, idle: bool) -> bool:
-        """Whether an idle conversation's attributes show something else than it is."""
-        return self.enabled and idle and attributes != self.shown
+        """Whether an idle conversation's attributes show something else than it is, and the main loop
+        must write them (in runs with `later`, a timer of `keep_up` does)."""
+        return self.enabled and idle and attributes != self.shown and not self.later
 
     async def publish_when_quiet(
         self, current: Callable[[], Attributes], *, is_idle: Callable[[], bool], has_work: Callable[[], bool]

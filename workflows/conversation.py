@@ -59,7 +59,7 @@ class ConversationWorkflow:
         lean()  # asked in the run's first task, before any older patch (`_patches`)
         self.reads_earlier = leaner()
         """A `wait` or `begun` for a send this run never saw is answered from the record log."""
-        self.state = RunState(input, on_end=lambda o, i: self.upkeep.ended(o, i, self.state.attributes()))
+        self.state = RunState(input, on_end=lambda o, i: self.upkeep.ended(o, i, self.state.attributes))
         self.turns = Turns(self.state)
         self.merges = Merges(self.state)
         self.guided = Flows(self.state)
@@ -213,10 +213,11 @@ class ConversationWorkflow:
             elif self._time_to_continue() and await self._drained(waits=True):
                 if self.state.closed and since(CLOSED_ENDS):
                     continue  # closed while draining: the run ends (at the top), it does not go on as new
-                upkeep.publish(self.state.attributes(), force=True)
+                if not upkeep.later:  # else the continue-as-new hands them on
+                    upkeep.publish(self.state.attributes(), force=True)
                 run_ended()
                 carried = self.state.carried(waiting=self.turns.acting.carried(), flow=self.guided.carried())
-                workflow.continue_as_new(carried)
+                workflow.continue_as_new(carried, search_attributes=upkeep.handed_on(self.state.attributes()))
 
     def _wakes(self) -> bool:
         idle = self._idle()

@@ -1,5 +1,6 @@
 """A history an operator reads without expanding JSON: each turn's events say what was sent and how it
-ended, and no timer is started and cancelled around every turn."""
+ended, no timer is started and cancelled around every turn, and turns in a row do not each write the
+search attributes."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from core.temporal import workflow_id
 from threadline.client import connect
 from worker import build_worker
 from workflows._details import first_words, said
-from workflows._patches import LEANER
+from workflows._patches import LEANEST
 from workflows.attributes import STATE_KEY, TURNS_KEY
 
 MESSAGES = (
@@ -27,10 +28,9 @@ MESSAGES = (
     "Which coast has the highest tides in the world?",
     "Thank you, that is all for today.",
 )
-STEADY_EVENTS_PER_TURN = 12
-"""A turn after the first: two workflow tasks (6), the update accepted and completed (2), the one
-activity that places the send and asks the model scheduled, started and completed (3), the search
-attributes written (1)."""
+STEADY_EVENTS_PER_TURN = 11
+"""A turn in a row: two workflow tasks (6), the update accepted and completed (2), and the one activity
+that places the send and asks the model scheduled, started and completed (3)."""
 
 
 async def events_of(client: Client, cid: str) -> list[HistoryEvent]:
@@ -62,24 +62,46 @@ async def test_each_turn_says_what_was_sent_and_how_it_ended(client: Client, set
     assert [1, 1, 1] == [o.count(json.dumps(a)[1:-1]) for o, a in zip(outcomes, answers, strict=True)]
 
 
-async def test_no_timer_is_started_around_each_turn(client: Client, settings: Settings, cid: str) -> None:
-    """Turns in a row with the default attribute interval (10 s): the attributes are written as each
-    turn ends with nothing else to do, so the listing is current at once and no timer waits to write
-    them; every turn after the first adds the same few events."""
-    mine = dataclasses.replace(settings, attributes_every_s=10.0)
+async def test_turns_in_a_row_write_the_attributes_once_per_interval(
+    client: Client, settings: Settings, cid: str
+) -> None:
+    """Turns in a row within the attribute interval: the first turn writes the attributes as it ends,
+    the later ones leave them to one timer at the interval's end (no write, no timer of their own), and
+    the listing then shows the last turn."""
+    mine = dataclasses.replace(settings, attributes_every_s=2.0)
     async with build_worker(client, mine):
         chat = (await connect(mine, client=client)).conversation("tutor", id=cid)
-        await chat.predict(MESSAGES[0])
-        after_first = len(await events_of(client, cid))
-        for message in MESSAGES[1:]:
+        for message in MESSAGES[:2]:
+            await chat.predict(message)
+        after_second = len(await events_of(client, cid))
+        for message in MESSAGES[2:]:
             await chat.predict(message)
         events = await events_of(client, cid)
-        attributes = await listed(client, cid, turns=len(MESSAGES))
+        attributes = await listed(client, cid, turns=len(MESSAGES), patience_s=6.0)
+
+    timers = [summary(e) for e in events if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED]
+    assert ["idle close", "attributes"] == timers
+    assert 1 == len(written(events))
+    assert ("idle", len(MESSAGES)) == attributes
+    assert STEADY_EVENTS_PER_TURN * (len(MESSAGES) - 2) == len(events) - after_second
+
+
+async def test_a_turn_at_a_persons_pace_writes_the_attributes_as_it_ends(
+    client: Client, settings: Settings, cid: str
+) -> None:
+    """Turns further apart than the interval (here 0: every turn is): each writes the attributes as it
+    ends, so the listing is current at once, and no timer waits to write them."""
+    mine = dataclasses.replace(settings, attributes_every_s=0.0)
+    async with build_worker(client, mine):
+        chat = (await connect(mine, client=client)).conversation("tutor", id=cid)
+        for message in MESSAGES:
+            await chat.predict(message)
+            assert ("idle", MESSAGES.index(message) + 1) == await listed(client, cid, turns=MESSAGES.index(message) + 1)
+        events = await events_of(client, cid)
 
     timers = [summary(e) for e in events if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED]
     assert ["idle close"] == timers
-    assert ("idle", len(MESSAGES)) == attributes
-    assert STEADY_EVENTS_PER_TURN * (len(MESSAGES) - 1) == len(events) - after_first
+    assert len(MESSAGES) == len(written(events))
 
 
 async def test_each_run_holds_one_patch_marker(client: Client, settings: Settings, cid: str) -> None:
@@ -95,24 +117,50 @@ async def test_each_run_holds_one_patch_marker(client: Client, settings: Setting
         first_run = newest.events[0].workflow_execution_started_event_attributes.continued_execution_run_id
         first = await client.get_workflow_handle(workflow_id("default", cid), run_id=first_run).fetch_history()
 
-    assert [[LEANER], [LEANER]] == [patches(list(h.events)) for h in (first, newest)]
+    assert [[LEANEST], [LEANEST]] == [patches(list(h.events)) for h in (first, newest)]
 
 
 async def test_a_turn_writes_only_the_attributes_that_changed(client: Client, settings: Settings, cid: str) -> None:
-    """Turns in a row, each ending with nothing else to do: the first write shows the state, every later
-    one only the turn count and the time (the state is `idle` still), and the listing shows both."""
-    async with build_worker(client, settings):
-        chat = (await connect(settings, client=client)).conversation("tutor", id=cid)
+    """Turns each writing the attributes as it ends: the first write shows the state, every later one
+    only the turn count and the time (the state is `idle` still), and the listing shows both."""
+    mine = dataclasses.replace(settings, attributes_every_s=0.0)
+    async with build_worker(client, mine):
+        chat = (await connect(mine, client=client)).conversation("tutor", id=cid)
         for message in MESSAGES:
             await chat.predict(message)
         events = await events_of(client, cid)
         attributes = await listed(client, cid, turns=len(MESSAGES))
 
-    upserts = [e.upsert_workflow_search_attributes_event_attributes.search_attributes for e in events]
-    written = [sorted(a.indexed_fields) for a in upserts if "ThreadlineTurns" in a.indexed_fields]
     later = ["ThreadlineTurns", "ThreadlineUpdated"]
-    assert [["ThreadlineState", *later]] + [later] * (len(MESSAGES) - 1) == written
+    assert [["ThreadlineState", *later]] + [later] * (len(MESSAGES) - 1) == written(events)
     assert ("idle", len(MESSAGES)) == attributes
+
+
+async def test_a_run_hands_its_attributes_to_the_next_in_its_continue_as_new(
+    client: Client, settings: Settings, cid: str
+) -> None:
+    """Runs of two turns, turns in a row: a run that began with the attributes of the run before writes
+    none (its continue-as-new carries them on), and the run after begins with every turn counted."""
+    mine = dataclasses.replace(settings, turns_per_run=2)
+    async with build_worker(client, mine):
+        chat = (await connect(mine, client=client)).conversation("tutor", id=cid)
+        for message in MESSAGES:
+            await chat.predict(message)
+        await listed(client, cid, turns=len(MESSAGES))
+        newest = await client.get_workflow_handle(workflow_id("default", cid)).fetch_history()
+        before = newest.events[0].workflow_execution_started_event_attributes.continued_execution_run_id
+        second = await client.get_workflow_handle(workflow_id("default", cid), run_id=before).fetch_history()
+
+    begun = newest.events[0].workflow_execution_started_event_attributes.search_attributes.indexed_fields
+    assert 2 == sum(e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED for e in second.events)
+    assert [] == written(list(second.events))
+    assert b"4" == begun["ThreadlineTurns"].data
+
+
+def written(events: list[HistoryEvent]) -> list[list[str]]:
+    """The Threadline attributes each write of `events` set (a patch's own write left out)."""
+    upserts = [e.upsert_workflow_search_attributes_event_attributes.search_attributes for e in events]
+    return [sorted(a.indexed_fields) for a in upserts if "ThreadlineTurns" in a.indexed_fields]
 
 
 def patches(events: list[HistoryEvent]) -> list[str]:
@@ -122,10 +170,10 @@ def patches(events: list[HistoryEvent]) -> list[str]:
     return [json.loads(data)["id"] for data in found]
 
 
-async def listed(client: Client, cid: str, *, turns: int) -> tuple[Any, Any]:
-    """The state and turn count the search attributes show, once they show `turns` (or after 3 s)."""
+async def listed(client: Client, cid: str, *, turns: int, patience_s: float = 3.0) -> tuple[Any, Any]:
+    """The state and turn count the search attributes show, once they show `turns` (or after `patience_s`)."""
     handle = client.get_workflow_handle(workflow_id("default", cid))
-    for _ in range(30):
+    for _ in range(int(patience_s * 10)):
         found = (await handle.describe()).typed_search_attributes
         if found.get(TURNS_KEY) == turns:
             break
