@@ -95,20 +95,24 @@ class Upkeep:
         self.publish(attributes, force=quiet and since(QUIET_PUBLISH))
 
     def keep_up(self, current: Callable[[], Attributes]) -> None:
-        """Bring the attributes up to date: at once when nothing runs or waits and the interval has
-        passed (a conversation at a person's pace writes as each turn ends), else once at the end of
-        the interval, by a timer no send cancels (turns in a row cost it one timer, not a write each)."""
+        """Bring the attributes up to date once nothing runs or waits: at once when the interval has
+        passed (a conversation at a person's pace writes as each turn ends), else at the interval's
+        end, from a timer no send cancels (turns in a row cost it one timer, not a write each). While
+        a turn runs, its end asks again."""
         attributes = current()
         if not self.enabled or attributes == self.shown:
             return
-        if attributes[0] == "idle" and workflow.now() - self.published >= self.every:
+        left = self.published + self.every - workflow.now()
+        if left > timedelta(0):
+            if self._writing is None or self._writing.done():
+                self._writing = asyncio.create_task(self._write_later(left, current))
+        elif attributes[0] == "idle":
             self.publish(attributes)
-        elif self._writing is None or self._writing.done():
-            self._writing = asyncio.create_task(self._write_later(current))
 
-    async def _write_later(self, current: Callable[[], Attributes]) -> None:
-        await workflow.sleep(max(self.published + self.every - workflow.now(), timedelta(0)), summary="attributes")
-        self.publish(current(), force=True)
+    async def _write_later(self, left: timedelta, current: Callable[[], Attributes]) -> None:
+        await workflow.sleep(left, summary="attributes")
+        self._writing = None
+        self.keep_up(current)
 
     def handed_on(self, attributes: Attributes) -> TypedSearchAttributes | None:
         """The search attributes a continue-as-new gives the next run (None: the run's own, as they are),
@@ -157,7 +161,10 @@ class Upkeep:
         self, current: Callable[[], Attributes], *, is_idle: Callable[[], bool], has_work: Callable[[], bool]
     ) -> None:
         """Once a burst of turns is over, bring the attributes up to date (one timer per burst, not
-        one per turn), unless work arrives first."""
+        one per turn), unless work arrives first; in runs with `later`, `keep_up`."""
+        if self.later:
+            self.keep_up(current)
+            return
         if not self.stale(current(), idle=is_idle()):
             return
         left = self.every - (workflow.now() - self.published)
