@@ -85,15 +85,11 @@ class StreamLog:
         return self.folder / f"{check_id(turn)}.jsonl"
 
     def writer(self, turn: str, attempt: int) -> StreamWriter:
-        """A writer for one attempt at `turn`; it marks the attempt's start (at once when an earlier try
-        wrote the turn's stream, else once the try has run `QUIET_S`). Close it."""
+        """A writer for one attempt at `turn`; it marks the attempt's start at once. Close it."""
         if not self._made:
             os.makedirs(self.folder, mode=0o700, exist_ok=True)
             self._made = True
-        path = self.path(turn)
-        writer = StreamWriter(path, attempt, secrets.token_hex(4))
-        if not path.exists():
-            writer.quiet_until = time.monotonic() + QUIET_S
+        writer = StreamWriter(self.path(turn), attempt, secrets.token_hex(4))
         writer.write({"start": True})
         return writer
 
@@ -132,11 +128,6 @@ LINGER_S = 0.02
 """How long a piece of text may wait to be written with the pieces after it: a model that streams
 tokens in a burst costs a write per burst instead of one per token, and a watcher sees each piece
 at most this late."""
-QUIET_S = 0.25
-"""How long a turn's first try writes nothing to its stream: a try that ends the turn within it
-leaves no stream (a watcher reads the turn's text from its record log, as for a writer that streams
-nothing here: the answer whole, at most this much later than a piece would have come), and a longer
-one writes what it held, then streams as before. A turn of a fast model costs no file."""
 
 
 @dataclass(slots=True)
@@ -150,16 +141,11 @@ class StreamWriter:
     _held: list[str] = field(default_factory=list)
     _written: float = 0.0
     _timer: asyncio.TimerHandle | None = None
-    quiet_until: float = 0.0
-    """Until this time (monotonic) the try writes nothing (`QUIET_S`), inside an event loop."""
 
     def write(self, event: dict[str, Any]) -> None:
-        """Append `event` for this try, after the text held back (at once, unless the try is quiet)."""
+        """Append `event` for this try, after the text held back."""
         self._held.append(self._line(event))
-        if time.monotonic() >= self.quiet_until:
-            self.flush()
-        else:
-            self._soon(0.0)
+        self.flush()
 
     def text(self, piece: str) -> None:
         """Append a piece of text: at once when the last write is `LINGER_S` old, else with the pieces
@@ -167,13 +153,9 @@ class StreamWriter:
         if not piece:
             return
         self._held.append(self._line({"text": piece}))
-        self._soon(LINGER_S - (time.monotonic() - self._written))
-
-    def _soon(self, wait: float) -> None:
-        """Write what is held after `wait` seconds (and not before the quiet time is over)."""
         if self._timer is not None:
             return
-        wait = max(wait, self.quiet_until - time.monotonic())
+        wait = LINGER_S - (time.monotonic() - self._written)
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -185,7 +167,6 @@ class StreamWriter:
 
     def flush(self) -> None:
         """Write what is held back, in one write."""
-        self.quiet_until = 0.0
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -217,14 +198,7 @@ class StreamWriter:
         return json.dumps(stamped, ensure_ascii=False, separators=(",", ":")) + "\n"
 
     def end(self, state: str) -> None:
-        """Mark the attempt's end (`done`, `failed`, `stopped`, `yielded`) and close the file; a try that
-        ends the turn while still quiet writes nothing at all."""
-        if state in FINAL and time.monotonic() < self.quiet_until:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            self._held.clear()
-            return
+        """Mark the attempt's end (`done`, `failed`, `stopped`, `yielded`) and close the file."""
         self.write({"end": state})
         self.close()
 

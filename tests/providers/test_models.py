@@ -67,7 +67,7 @@ async def test_a_streamed_reply_arrives_in_pieces(
     tl: Threadline, live: Settings, fake: FakeProvider, cid: str, model: str
 ) -> None:
     """Text arrives piece by piece, then the turn with the provider's model and token usage."""
-    fake.add(Reply("Fractions need a common bottom first.", chunks=4, input_tokens=21, output_tokens=9, delay=0.1))
+    fake.add(Reply("Fractions need a common bottom first.", chunks=4, input_tokens=21, output_tokens=9))
 
     pieces, turn = await collect(tl.conversation("tutor", id=cid, lm=model).stream("What is 1/2 + 1/3?"))
 
@@ -170,7 +170,7 @@ async def test_the_model_can_change_per_turn(tl: Threadline, live: Settings, fak
 
 async def test_a_reader_reconnects_from_an_offset(tl: Threadline, live: Settings, fake: FakeProvider, cid: str) -> None:
     """A reader that stops after some pieces resumes from its offset and gets exactly the rest."""
-    fake.add(Reply("one two three four five six", chunks=6, delay=0.05))
+    fake.add(Reply("one two three four five six", chunks=6))
     chat = tl.conversation("tutor", id=cid, lm="openai:gpt-test")
     turn = await (await chat.send("count")).result()
 

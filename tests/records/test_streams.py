@@ -13,7 +13,7 @@ import pytest
 from store.backends.locate import postgres_url
 from store.backends.pgstreams import PostgresStreamLog
 from store.backends.postgres import PostgresStore
-from store.backends.streams import LINGER_S, QUIET_S, StreamLog, StreamReader
+from store.backends.streams import LINGER_S, StreamLog, StreamReader
 
 TURN = "01926d00-0001-7000-8000-000000000000"
 
@@ -165,8 +165,6 @@ async def test_a_burst_of_pieces_is_written_together_within_the_linger(tmp_path:
     (one write per burst, not per token), and reach the file within that time, in order."""
     log = StreamLog(tmp_path)
     writer = log.writer(TURN, 1)
-    await asyncio.sleep(QUIET_S * 1.5)  # the try's quiet time is over
-    writer.text("go: ")  # written at once: the last write is older than the linger
     for k in range(200):
         writer.text(f"{k} ")
 
@@ -176,61 +174,6 @@ async def test_a_burst_of_pieces_is_written_together_within_the_linger(tmp_path:
     writer.text("last")
     writer.end("done")
 
-    assert ["go: "] == held_back
-    assert ["go: ", *(f"{k} " for k in range(200))] == written
+    assert [] == held_back
+    assert [f"{k} " for k in range(200)] == written
     assert [*written, "last"] == read_all(log)
-
-
-async def test_a_try_that_ends_the_turn_within_its_quiet_time_writes_no_stream(tmp_path: Path) -> None:
-    """A first try that ends the turn within `QUIET_S` leaves no file (its text is in the record log)."""
-    log = StreamLog(tmp_path)
-    writer = log.writer(TURN, 1)
-    for piece in ["A quick ", "answer."]:
-        writer.text(piece)
-    writer.end("done")
-    await asyncio.sleep(QUIET_S * 1.5)  # nothing was left to be written later either
-
-    assert not log.path(TURN).exists()
-
-
-async def test_a_longer_try_writes_what_it_held_once_its_quiet_time_is_over(tmp_path: Path) -> None:
-    """Nothing is on disk while the try is quiet; then its start and every piece held, in order."""
-    log = StreamLog(tmp_path)
-    writer = log.writer(TURN, 1)
-    writer.text("Held ")
-    writer.write({"restart": True})
-    writer.text("then shown")
-    quiet = log.path(TURN).exists()
-    await asyncio.sleep(QUIET_S * 1.5)
-    shown = read_all(log)
-    writer.end("done")
-
-    assert not quiet
-    assert ["Held ", None, "then shown"] == shown
-    assert ["Held ", None, "then shown"] == read_all(log)
-
-
-async def test_a_quiet_try_that_does_not_end_the_turn_writes_everything(tmp_path: Path) -> None:
-    """A try that stops to wait (or yields) within its quiet time writes its text and its end."""
-    log = StreamLog(tmp_path)
-    writer = log.writer(TURN, 1)
-    writer.text("Shall I go ahead?")
-    writer.end("waiting")
-    reader = StreamReader()
-
-    shown = reader.feed([event for _, event in log.read(TURN)])
-
-    assert (["Shall I go ahead?"], "waiting") == (shown, reader.ended)
-
-
-async def test_a_try_after_one_that_wrote_the_stream_starts_at_once(tmp_path: Path) -> None:
-    """The turn's stream exists (an earlier try wrote it): a new try marks its start at once, so readers
-    drop the earlier try's text without waiting."""
-    log = StreamLog(tmp_path)
-    first = log.writer(TURN, 1)
-    first.text("half an ans")
-    await asyncio.sleep(QUIET_S * 1.5)
-    second = log.writer(TURN, 2)
-
-    assert ["half an ans", None] == read_all(log)
-    second.close()

@@ -185,7 +185,6 @@ class ChatSession:
             if self.out.json:
                 event = {"event": "text", "text": piece.text} if piece.text is not None else {"event": "asked-again"}
                 self.out.emit(event, "")
-                last = piece.text or last
                 continue
             if piece.text is None:  # the model was asked again: what follows replaces the text so far
                 stream.write("\n[asked again]\n" if last else "")
@@ -196,11 +195,8 @@ class ChatSession:
         return last
 
     def _ended(self, turn: Turn, streamed: str) -> None:
-        """Print how the turn ended: its answer unless it was streamed (with `--json`, as one `text`
-        event: a turn that ended before its stream began streamed nothing), its error, then a blank line."""
+        """Print how the turn ended: its answer unless it was streamed, its error, then a blank line."""
         if self.out.json:
-            if turn.state == "done" and not streamed:
-                self.out.emit({"event": "text", "text": output.result_text(turn)}, "")
             self.out.emit({"event": "turn", **turn.as_dict()}, "")
         elif turn.state == "done" and not streamed:
             self._print(output.result_text(turn) + "\n")
