@@ -43,6 +43,15 @@ async def until_running(folder: Path, conversation: str, request_id: str) -> Non
         await asyncio.sleep(0.05)
 
 
+async def own_server(settings: Settings, tmp_path: Path) -> tuple[Settings, DevServer, Path, int]:
+    """A started dev server of the test's own (its database under `tmp_path`, a free port), settings
+    that use it, its database and its port."""
+    data, port = tmp_path / "temporal", free_port()
+    server = DevServer(data, port=port, ui_port=None)
+    await server.start()
+    return dataclasses.replace(settings, address=f"127.0.0.1:{port}"), server, data, port
+
+
 async def killed_and_restarted(server: DevServer, data: Path, port: int, *, down_s: float = 0.0) -> DevServer:
     """kill -9 of the server's process group, then (`down_s` later) a new server on its database and port."""
     assert server.pid is not None
@@ -60,11 +69,9 @@ async def test_a_killed_temporal_server_restarts_and_the_turn_completes(
 ) -> None:
     """The server dies (SIGKILL, no goodbye) during a model call and comes back on its database: the
     turn ends done exactly once, and the next send is answered."""
-    data, port, ledger = tmp_path / "temporal", free_port(), Ledger()
-    own = dataclasses.replace(settings, address=f"127.0.0.1:{port}")
+    ledger = Ledger()
+    own, server, data, port = await own_server(settings, tmp_path)
     folder, rid = own.store_folder("default"), uuid7()
-    server = DevServer(data, port=port, ui_port=None)
-    await server.start()
     try:
         client = await connect_temporal(own, FolderBlobs(own.payload_folder))
         tl = await connect(own, client=client)
@@ -91,11 +98,8 @@ async def test_a_send_cut_off_by_a_server_kill_leaves_no_error_unretrieved(
     """The server dies while a worker runs an accepted send: its caller is told `server-unavailable`, and the
     update-with-start's start, which failed with it, leaves no error behind (asyncio logs such an error
     with its traceback when the future is collected, at any moment of any later code)."""
-    data, port = tmp_path / "temporal", free_port()
-    own = dataclasses.replace(settings, address=f"127.0.0.1:{port}")
+    own, server, data, port = await own_server(settings, tmp_path)
     folder, rid = own.store_folder("default"), uuid7()
-    server = DevServer(data, port=port, ui_port=None)
-    await server.start()
     try:
         client = await connect_temporal(own, FolderBlobs(own.payload_folder))
         chat = (await connect(own, client=client)).conversation("tutor", id=cid)
