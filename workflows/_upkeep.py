@@ -115,9 +115,13 @@ class Upkeep:
         self.keep_up(current)
 
     def handed_on(self, attributes: Attributes) -> TypedSearchAttributes | None:
-        """The search attributes a continue-as-new gives the next run (None: the run's own, as they are),
-        with `attributes` and the time of the last activity in them."""
-        if not (self.later and self.enabled) or attributes == self.shown:
+        """Before continuing as new: the search attributes the next run starts with (None: the run's
+        own, as they are), with `attributes` and the time of the last activity in them. Runs before
+        `later` write them here instead, and hand on their own."""
+        if not self.later:
+            self.publish(attributes, force=True)
+            return None
+        if not self.enabled or attributes == self.shown:
             return None
         changed = {update.key.name: update for update in self._changed(attributes)}
         pairs = [p for p in workflow.info().typed_search_attributes.search_attributes if p.key.name not in changed]

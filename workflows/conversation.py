@@ -213,11 +213,10 @@ class ConversationWorkflow:
             elif self._time_to_continue() and await self._drained(waits=True):
                 if self.state.closed and since(CLOSED_ENDS):
                     continue  # closed while draining: the run ends (at the top), it does not go on as new
-                if not upkeep.later:  # else the continue-as-new hands them on
-                    upkeep.publish(self.state.attributes(), force=True)
+                attributes = upkeep.handed_on(self.state.attributes())
                 run_ended()
                 carried = self.state.carried(waiting=self.turns.acting.carried(), flow=self.guided.carried())
-                workflow.continue_as_new(carried, search_attributes=upkeep.handed_on(self.state.attributes()))
+                workflow.continue_as_new(carried, search_attributes=attributes)
 
     def _wakes(self) -> bool:
         idle = self._idle()
