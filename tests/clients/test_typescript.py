@@ -53,7 +53,7 @@ async def test_a_typescript_client_drives_a_conversation(client: Client, setting
     mine = dataclasses.replace(settings, programs=("tests.support.client_programs",), attributes_every_s=0.5)
     async with build_worker(client, mine), serving(create_codec_app(mine, OPEN)) as http:
         done = await drive(mine, str(http.base_url).rstrip("/") + "/v1/codec", cid)
-        listed = await listed_idle(await connect(mine, client=client), cid)
+        listed = await listed_idle(await connect(mine, client=client), cid, turns=4)
 
     first, long, third, again, stopped = (done[name] for name in ("first", "long", "third", "again", "stopped"))
     assert ["done"] * 4 == [first["state"], long["state"], third["state"], again["state"]]
