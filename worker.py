@@ -24,6 +24,7 @@ from activities.calls import CallWriter
 from activities.conversations import ConversationActivities
 from activities.evaluations import EvaluationActivities
 from activities.flows import FlowActivities
+from activities.heartbeats import Heartbeats
 from activities.language_model import OfflineModel, Provider, Providers
 from activities.llm import LLMActivities
 from activities.merges import MergeActivities
@@ -58,7 +59,8 @@ logger = structlog.get_logger(__name__)
 STICKY_TIMEOUT = timedelta(seconds=2)
 """How long a cached conversation's next task waits for this worker before any worker takes it."""
 HEARTBEAT_THROTTLE = timedelta(seconds=1)
-"""Heartbeats (and so stops and crash detection) get out at least this often."""
+"""Heartbeats (and so stops and crash detection) get out at least this often: a try's ticker beats
+twice as often (`activities.heartbeats.BEAT_EVERY_S`)."""
 
 
 def default_providers(settings: Settings) -> dict[str, Provider]:
@@ -125,6 +127,7 @@ def build_worker(
         max_cached_workflows=settings.workflow_cache,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        interceptors=[Heartbeats()],  # every try with a heartbeat timeout beats for its whole life
         sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
         graceful_shutdown_timeout=timedelta(seconds=5),
         plugins=plugins,

@@ -4,11 +4,9 @@ never pays for it again."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import structlog
-from temporalio import activity
 
 from core.context import ContextRule
 from core.models import ConversationConfig, PrepareResult, TurnSend
@@ -36,8 +34,6 @@ from .language_model import OfflineModel, Providers, build_request, render_value
 from .plan import rule_of, view_of
 
 logger = structlog.get_logger(__name__)
-
-HEARTBEAT_EVERY_S = 1.0
 
 
 class Preparer:
@@ -73,11 +69,8 @@ class Preparer:
         provider, name = self.providers.resolve(model or self.model)
         logger.info("model.requested", purpose=purpose, model=model or self.model)
         request = build_request(program, [], inputs, model=name, max_tokens=max_tokens)
-        call = asyncio.create_task(provider.complete(request))
-        while not call.done():  # heartbeats: a worker that dies mid-call is noticed in seconds
-            activity.heartbeat()
-            await asyncio.wait({call}, timeout=HEARTBEAT_EVERY_S)
-        return program.validate_outputs(call.result().outputs), dict(call.result().usage)
+        reply = await provider.complete(request)  # the activity's ticker heartbeats meanwhile (`heartbeats`)
+        return program.validate_outputs(reply.outputs), dict(reply.usage)
 
     async def prepare(self, config: ConversationConfig, send: TurnSend, *, record: bool) -> PrepareResult:
         """Classify the message's topic, placing it by topic under `branch`.

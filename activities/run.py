@@ -40,6 +40,7 @@ from store.programs.approvals import Approve, check_approve
 from store.programs.code import CodeProgram
 from store.records import LEASE_RENEW_SECONDS, STOP_POLL_SECONDS, Record, lease_record, stopped_record
 
+from .heartbeats import carry
 from .helpertools import Halt
 from .language_model import Message, ModelReply, ModelRequest, Provider
 from .outcomes import outcome_of
@@ -57,7 +58,7 @@ REPLY_KEPT_S = 300.0
 """How long a reply in hand waits for a store that cannot be written (an outage): the turn then ends
 with it once the store is back, instead of every retry asking the model again."""
 _KEPT_PAUSE_S = 2.0
-"""The longest pause between tries meanwhile: under the heartbeat timeout, and soon after the store is back."""
+"""The longest pause between tries meanwhile: soon after the store is back."""
 _Builder = Callable[[Turn], Record]
 
 
@@ -128,6 +129,7 @@ class TurnRun:
 
     async def execute(self, provider: Provider, *, model: str, name: str) -> RunResult:
         """Claim the turn if it needs it, run its steps, and end the turn; or yield to another writer."""
+        carry(self._details)
         early = await self._settle(await self.conversation.turn(self.turn, within=LOOK_AGAIN_S))
         if early is not None:
             return early
@@ -211,8 +213,12 @@ class TurnRun:
             if claimed.ended is not None or claimed.attempt != self.owned:
                 return _result(claimed, self.input.send.request_id)
         if self.owned > 1:  # a retry must learn of the claim even if this try dies at once
-            activity.heartbeat({"attempt": self.owned})
+            carry(self._details)
         return None
+
+    def _details(self) -> dict[str, int]:
+        """What the try's heartbeats carry: the log attempt it holds (read back by a retry), what it streamed."""
+        return {"attempt": self.owned, "streamed": self.streamed}
 
     def _claim(self, log: Log, turn: Turn) -> list[Record] | None:
         """Resume an interrupted turn; or, in a retry, take over from the try Temporal gave up on: it may
@@ -257,12 +263,12 @@ class TurnRun:
             logger.warning("turn.lease_not_renewed", turn=self.turn, code=str(failed.code), cause=str(err.code))
 
     async def _watch(self, *, steers: bool = False) -> Interruption:
-        """Every 0.25 s: heartbeat, look for a stop, an end, a takeover (and, with `steers`, a steer that
-        arrived while a model call runs); every 5 s: renew the lease."""
+        """Every 0.25 s: look for a stop, an end, a takeover (and, with `steers`, a steer that arrived
+        while a model call runs); every 5 s: renew the lease. It does not heartbeat: the try's ticker
+        does (`heartbeats`), so a look that waits on a slow store leaves the try alive."""
         renewed = time.monotonic()
         while True:
             await asyncio.sleep(STOP_POLL_SECONDS)
-            activity.heartbeat({"attempt": self.owned, "streamed": self.streamed})
             turn = await self.conversation.turn(self.turn)
             if turn.ended is not None:
                 return "ended"
@@ -312,7 +318,8 @@ class TurnRun:
         return _result(await self.conversation.turn(self.turn), self.input.send.request_id)
 
     async def _end_kept(self, build: _Builder) -> RunResult:
-        """`_end`, tried again (heartbeating) while the store cannot be written, for up to `REPLY_KEPT_S`."""
+        """`_end`, tried again while the store cannot be written, for up to `REPLY_KEPT_S` (the try's ticker
+        heartbeats meanwhile)."""
         deadline, pause = time.monotonic() + REPLY_KEPT_S, 0.25
         while True:
             try:
@@ -322,7 +329,6 @@ class TurnRun:
                     raise
                 if pause == 0.25:
                     logger.warning("turn.end_deferred", turn=self.turn, attempt=self.owned, code=str(err.code))
-            activity.heartbeat({"attempt": self.owned, "streamed": self.streamed})
             await asyncio.sleep(pause)
             pause = min(pause * 2, _KEPT_PAUSE_S)
 

@@ -28,6 +28,7 @@ from store.programs.program import Program
 from store.programs.tools import ToolCall, unknown_tool_text
 from store.records import LEASE_RENEW_SECONDS, STOP_POLL_SECONDS, Record, lease_record, parse_time
 
+from .heartbeats import carry
 from .observed import executed
 from .placing import find_program
 
@@ -157,8 +158,9 @@ async def _finish(conversation: ConversationLog, input: ToolInput, call: ToolCal
 
 
 async def _watched(run: Awaitable[str], conversation: ConversationLog, input: ToolInput) -> str | None:
-    """`run`'s result, while heartbeating, renewing the lease and watching for a stop, an end or a
-    takeover (then it is cancelled and None returned)."""
+    """`run`'s result, while heartbeating (the activity's ticker, `heartbeats`, carrying the invocation),
+    renewing the lease and watching for a stop, an end or a takeover (then it is cancelled and None returned)."""
+    carry(lambda: {"invocation": input.call.invocation})
     task = asyncio.ensure_future(run)
     renewed = _renewed_at(await conversation.turn(input.turn))
     try:
@@ -166,7 +168,6 @@ async def _watched(run: Awaitable[str], conversation: ConversationLog, input: To
             await asyncio.wait({task}, timeout=STOP_POLL_SECONDS)
             if task.done():
                 return task.result()
-            activity.heartbeat({"invocation": input.call.invocation})
             turn = await conversation.turn(input.turn)
             if _standing(turn, input.attempt) is not None:
                 logger.info("tool.interrupted", turn=input.turn, tool=input.call.name)

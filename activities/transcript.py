@@ -126,8 +126,7 @@ class TranscriptActivities:
                 return Ended(outcome=outcome, attempt=turn.attempt)
             if turn.state(now()) == "interrupted":
                 return Interrupted(attempt=turn.attempt)
-            activity.heartbeat()
-            await asyncio.sleep(FOLLOW_POLL_S)
+            await asyncio.sleep(FOLLOW_POLL_S)  # the activity's ticker heartbeats meanwhile (`heartbeats`)
 
     @activity.defn(name="stop_turn")
     @coded
