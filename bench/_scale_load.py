@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from temporalio.api.enums.v1 import TimeoutType
 from temporalio.client import WorkflowHandle
 
 from bench._scale_kit import Chart, Row, Section, sizes
@@ -127,12 +128,11 @@ async def measure(b: Bench, size: int) -> dict[str, Load]:
                 turns = len(ids) * TURNS_EACH
                 check(ended == turns, f"every turn ended exactly once ({ended} of {turns})")
             again = await runs_again(handles)
-            loads[name].again += again
+            loads[name].again += again.total()
+            reasons = f" ({', '.join(f'{k} {n}' for k, n in again.most_common())})" if again else ""
             queued = f"; {loads[name].queued} sends answered Queued so far" if loads[name].queued else ""
-            print(
-                f"  {size:>5,} conversations, rep {rep + 1} {name}: {line}; {again} activity runs again{queued}",
-                flush=True,
-            )
+            runs = f"{again.total()} activity runs again{reasons}{queued}"
+            print(f"  {size:>5,} conversations, rep {rep + 1} {name}: {line}; {runs}", flush=True)
     return loads
 
 
@@ -146,23 +146,38 @@ def ended_once(store: Path, ids: Sequence[str]) -> int:
     return sum(count == 1 for count in ends.values())
 
 
-async def runs_again(handles: Sequence[WorkflowHandle[Any, Any]]) -> int:
-    """Activity attempts after the first in these workflows' histories (read after the burst, outside the
-    timed part): each is an attempt the server gave up on (its worker too slow to heartbeat or to answer in
-    time, on an overloaded machine) and ran again."""
+async def runs_again(handles: Sequence[WorkflowHandle[Any, Any]]) -> Counter[str]:
+    """Activity attempts after the first in these workflows' histories, by activity and why the attempt
+    before was given up (read after the burst, outside the timed part): each is an attempt the server
+    gave up on (its worker too slow to heartbeat or to answer in time, on an overloaded machine) and
+    ran again."""
     gate = asyncio.Semaphore(20)
 
-    async def count(handle: WorkflowHandle[Any, Any]) -> int:
+    async def count(handle: WorkflowHandle[Any, Any]) -> Counter[str]:
         async with gate:
             history = await handle.fetch_history()
-        started = [
-            e.activity_task_started_event_attributes
+        kinds = {
+            e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name
             for e in history.events
-            if e.HasField("activity_task_started_event_attributes")
-        ]
-        return sum(attributes.attempt - 1 for attributes in started)
+            if e.HasField("activity_task_scheduled_event_attributes")
+        }
+        again: Counter[str] = Counter()
+        for e in history.events:
+            if e.HasField("activity_task_started_event_attributes"):
+                attributes = e.activity_task_started_event_attributes
+                again[f"{kinds.get(attributes.scheduled_event_id, '?')}: {why(attributes.last_failure)}"] += (
+                    attributes.attempt - 1
+                )
+        return +again
 
-    return sum(await asyncio.gather(*(count(handle) for handle in handles)))
+    return sum((await asyncio.gather(*(count(handle) for handle in handles))), Counter())
+
+
+def why(failure: Any) -> str:
+    """What ended an attempt the server gave up on: a timeout's kind, else the failure's message."""
+    if failure.HasField("timeout_failure_info"):
+        return TimeoutType.Name(failure.timeout_failure_info.timeout_type).removeprefix("TIMEOUT_TYPE_").lower()
+    return failure.message or "failed"
 
 
 def rows_for(size: int, loads: dict[str, Load]) -> list[Row]:
