@@ -26,7 +26,6 @@ from temporalio.client import Client, WorkflowHandle
 from core.settings import Settings
 from store.backends.locate import postgres_url
 from store.backends.opening import StoreSet
-from store.backends.postgres import PostgresStore
 from tests.support.kit import slow
 from threadline.client import Conversation, Threadline
 from worker import build_worker
