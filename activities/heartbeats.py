@@ -4,9 +4,9 @@ Temporal's heartbeat timeout is the lease inside Temporal (workflows/_calls.py):
 that long is presumed dead, and the step runs again elsewhere. It must tell a dead or frozen worker
 from a busy one. A try that waits on its store (calls queued behind others on the store's threads
 under load, a lock held in the database, a slow disk) is alive, and running it again would ask its
-model again. So every try with a heartbeat timeout beats on a ticker of its own, from its first line
-to its last (`Heartbeats`, the worker's interceptor): on the worker's event loop, so a worker that
-died or is frozen stops beating, and one whose store is slow does not.
+model again. So every try with a heartbeat timeout beats on a ticker of its own for its whole life,
+every `BEAT_EVERY_S` from its start (`Heartbeats`, the worker's interceptor): on the worker's event
+loop, so a worker that died or is frozen stops beating, and one whose store is slow does not.
 
 The SDK sends the newest beat at most once a throttle interval (`worker.HEARTBEAT_THROTTLE`, 1 s),
 and a cancel arrives with a heartbeat's answer. A beat carries the try's details as they stand
@@ -40,20 +40,26 @@ _PULSE: ContextVar[_Pulse | None] = ContextVar("threadline_pulse", default=None)
 
 
 def carry(details: Callable[[], Any]) -> None:
-    """From now on every beat of this try carries `details()`, the try's details as they stand; beat at once
-    (a retry must learn of them even if this try dies now)."""
+    """From now on every beat of this try carries `details()`: the try's details as they stand."""
     pulse = _PULSE.get()
-    if pulse is None:  # a try run without the ticker (an activity tested alone): its one beat is this
-        activity.heartbeat(details())
-        return
+    if pulse is None:  # a try run without the ticker (an activity tested alone): `beat` still carries them
+        pulse = _Pulse(())
+        _PULSE.set(pulse)
     pulse.details = lambda: (details(),)
-    activity.heartbeat(*pulse.details())
+
+
+def beat() -> None:
+    """Beat now, not at the next tick (a retry must learn of a claim even if this try dies at once)."""
+    pulse = _PULSE.get()
+    activity.heartbeat(*(pulse.details() if pulse is not None else ()))
 
 
 async def _tick(pulse: _Pulse) -> None:
+    """Beat every `BEAT_EVERY_S`, the first after one interval: a try that ends sooner (most of them,
+    with a quick model) costs the server no heartbeat at all."""
     while True:
-        activity.heartbeat(*pulse.details())
         await asyncio.sleep(BEAT_EVERY_S)
+        activity.heartbeat(*pulse.details())
 
 
 class _Beating(ActivityInboundInterceptor):

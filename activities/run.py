@@ -40,7 +40,7 @@ from store.programs.approvals import Approve, check_approve
 from store.programs.code import CodeProgram
 from store.records import LEASE_RENEW_SECONDS, STOP_POLL_SECONDS, Record, lease_record, stopped_record
 
-from .heartbeats import carry
+from .heartbeats import beat, carry
 from .helpertools import Halt
 from .language_model import Message, ModelReply, ModelRequest, Provider
 from .outcomes import outcome_of
@@ -213,7 +213,7 @@ class TurnRun:
             if claimed.ended is not None or claimed.attempt != self.owned:
                 return _result(claimed, self.input.send.request_id)
         if self.owned > 1:  # a retry must learn of the claim even if this try dies at once
-            carry(self._details)
+            beat()
         return None
 
     def _details(self) -> dict[str, int]:
