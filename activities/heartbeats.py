@@ -12,6 +12,14 @@ The SDK sends the newest beat at most once a throttle interval (`worker.HEARTBEA
 and a cancel arrives with a heartbeat's answer. A beat carries the try's details as they stand
 (`carry`); a retry reads the last ones back (`activity.info().heartbeat_details`), so until a try says
 what its details are, its ticker beats those the try before it left, never fewer.
+
+A try can also reach its worker late: the server hands a task to a worker's waiting poll and counts
+it started then, but a worker frozen at that moment (SIGSTOP, a stalled VM) reads it only once it
+wakes. If that is later than the heartbeat timeout, the server has given up on the try and run it
+again elsewhere, where it may already have claimed the turn; the woken try, doing its work, would
+take the turn back and ask the model again. So a try that starts later than its heartbeat timeout
+after the server started it (`_late`) first beats and waits for the server's answer (`LATE_WAIT_S`):
+a try given up on is cancelled there, before its first line; one the server still counts runs on.
 """
 
 from __future__ import annotations
@@ -19,13 +27,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import structlog
 from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
+logger = structlog.get_logger(__name__)
+
 BEAT_EVERY_S = 0.5
 """Half the worker's heartbeat throttle: every heartbeat the SDK sends carries a beat this recent."""
+LATE_WAIT_S = 2.0
+"""How long a try that reached its worker late waits for the server's answer to its first beat (a
+round trip, and the cancel it brings when the server gave up on the try)."""
 
 
 class _Pulse:
@@ -62,6 +77,19 @@ async def _tick(pulse: _Pulse) -> None:
         activity.heartbeat(*pulse.details())
 
 
+async def _late(info: activity.Info, limit: timedelta, pulse: _Pulse) -> None:
+    """If the try reached this worker later than its heartbeat timeout (`limit`) after the server started it, beat
+    and wait `LATE_WAIT_S` for the server's answer: a try the server gave up on is cancelled here
+    (`CancelledError`) before its first line. Clocks apart by more than the timeout only cost a wait."""
+    late = (datetime.now(UTC) - info.started_time).total_seconds()
+    if late <= limit.total_seconds():
+        return
+    logger.warning("activity.late", activity=info.activity_type, attempt=info.attempt, late_s=round(late, 3))
+    activity.heartbeat(*pulse.details())
+    await asyncio.sleep(LATE_WAIT_S)
+    logger.info("activity.late_kept", activity=info.activity_type, attempt=info.attempt)
+
+
 class _Beating(ActivityInboundInterceptor):
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
         info = activity.info()
@@ -71,6 +99,7 @@ class _Beating(ActivityInboundInterceptor):
         token = _PULSE.set(pulse)
         ticker = asyncio.create_task(_tick(pulse), name=f"heartbeat {info.activity_type} {info.activity_id}")
         try:
+            await _late(info, info.heartbeat_timeout, pulse)
             return await self.next.execute_activity(input)
         finally:
             ticker.cancel()
