@@ -25,6 +25,7 @@ from activities.conversations import ConversationActivities
 from activities.evaluations import EvaluationActivities
 from activities.flows import FlowActivities
 from activities.heartbeats import Heartbeats
+from activities.intake import Intake
 from activities.language_model import OfflineModel, Provider, Providers
 from activities.llm import LLMActivities
 from activities.merges import MergeActivities
@@ -56,6 +57,8 @@ from workflows.scheduled import ScheduledTurnWorkflow
 
 logger = structlog.get_logger(__name__)
 
+MOST_ACTIVITIES = 200
+"""Tries a worker runs at once (model calls, tools, follows): most wait on a provider, not on the CPU."""
 STICKY_TIMEOUT = timedelta(seconds=2)
 """How long a cached conversation's next task waits for this worker before any worker takes it."""
 HEARTBEAT_THROTTLE = timedelta(seconds=1)
@@ -116,6 +119,7 @@ def build_worker(
         idle_timeout_s=settings.idle_timeout_s,
         attributes_every_s=settings.attributes_every_s,
     )
+    intake = Intake(MOST_ACTIVITIES)
     return Worker(
         client,
         task_queue=settings.task_queue,
@@ -123,11 +127,12 @@ def build_worker(
         activities=activities_of(
             transcript, llm, merges, evaluations, flows, records, tools, waiting, starts, ScheduleActivities()
         ),
-        max_concurrent_activities=200,
+        tuner=intake.tuner(),
         max_cached_workflows=settings.workflow_cache,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
-        interceptors=[Heartbeats()],  # every try with a heartbeat timeout beats for its whole life
+        # every try with a heartbeat timeout beats for its whole life; the worker takes no more tasks than it begins
+        interceptors=[Heartbeats(), intake],
         sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
         graceful_shutdown_timeout=timedelta(seconds=5),
         plugins=plugins,
