@@ -18,7 +18,7 @@ import statistics
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,13 +136,19 @@ async def measure(b: Bench, size: int) -> dict[str, Load]:
     return loads
 
 
+def ended_records(store: Path, ids: Sequence[str] | None = None) -> Iterator[dict[str, Any]]:
+    """The `ended` records of these conversations' record logs (every conversation's with no `ids`)."""
+    folder = store / "conversations"
+    paths = (folder / f"{cid}.jsonl" for cid in ids) if ids is not None else folder.glob("*.jsonl")
+    for path in paths:
+        for line in path.read_bytes().splitlines():
+            if b'"kind":"ended"' in line:
+                yield json.loads(line)
+
+
 def ended_once(store: Path, ids: Sequence[str]) -> int:
     """Turns of these conversations with exactly one `ended` record (a turn with two would not count)."""
-    ends: Counter[str] = Counter()
-    for cid in ids:
-        for line in (store / "conversations" / f"{cid}.jsonl").read_bytes().splitlines():
-            if b'"kind":"ended"' in line:
-                ends[json.loads(line)["turn"]] += 1
+    ends = Counter(record["turn"] for record in ended_records(store, ids))
     return sum(count == 1 for count in ends.values())
 
 

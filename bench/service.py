@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import bisect
 import collections
-import json
 import os
 import platform
 import random
@@ -44,6 +43,7 @@ from pathlib import Path
 from bench._report import exit_now, print_table, quiet_logs
 from bench._scale_charts import draw
 from bench._scale_kit import Chart, Row
+from bench._scale_load import ended_records
 from bench.turns import Bench, check, pct, question, started
 
 CHARTS = Path(__file__).resolve().parent.parent / "docs" / "charts"
@@ -186,13 +186,8 @@ async def capacity(send: Send, count: int) -> float:
 
 def ends(store: Path) -> tuple[int, int]:
     """`ended` records in the store's record logs, and how many of them a try after the first wrote."""
-    total = again = 0
-    for path in (store / "conversations").glob("*.jsonl"):
-        for line in path.read_bytes().splitlines():
-            if b'"kind":"ended"' in line:
-                total += 1
-                again += json.loads(line).get("attempt", 1) > 1
-    return total, again
+    attempts = [record.get("attempt", 1) for record in ended_records(store)]
+    return len(attempts), sum(attempt > 1 for attempt in attempts)
 
 
 async def open_loop(send: Send, sends: list[tuple[float, int]], run: Run) -> None:
@@ -228,9 +223,9 @@ async def bench(count: int, cache: int, seconds: float, load: float) -> tuple[li
                 f"capacity); cold (outside the {cache:,} most recently sent to): {share:.0%}",
                 flush=True,
             )
-            store = Path(b.settings.stores["default"])
+            store = b.settings.store_folder("default")
             for name in SYSTEMS[::-1]:  # the anchor first: the server's history grows with each run
-                before = ends(store)
+                before = ends(store) if name == "threadline" else (0, 0)
                 start = time.perf_counter()
                 await open_loop(send[name], sends, runs[name])
                 took = time.perf_counter() - start
