@@ -5,7 +5,9 @@ A worker process (the offline model) serves one conversation per size in `SIZES`
 1,000: with the default `THREADLINE_TURNS_PER_RUN` the current workflow run then holds the most
 turns it ever holds, and a cold turn replays the most. The worker is stopped and a new one started
 whose cache holds one conversation (`THREADLINE_WORKFLOW_CACHE=1`); after one turn of a new
-conversation (the new process's own first task and imports):
+conversation (the new process's own first task and imports) and a second turn of it once another
+new conversation evicted it (the process's first replay, whose imports and caches every later
+replay shares; both printed):
 
 1. new worker: each conversation's first turn on it (a filler conversation's turn just before, so
    the cache holds another one), replaying the conversation's current run;
@@ -89,7 +91,13 @@ async def measure(tl: Threadline, colds: dict[int, Cold], tag: str) -> None:
     """On a new worker caching one conversation: first turns, then evicted and warm ones."""
     filler = tl.conversation("tutor", id=f"cold-{tag}-filler")
     first = await timed(filler, "Hello")
-    print(f"  new worker: a new conversation's first turn {first:.0f} ms", flush=True)
+    await tl.conversation("tutor", id=f"cold-{tag}-spare").predict("Hello")  # evicts the filler
+    replay = await timed(filler, "Hello again")
+    print(
+        f"  new worker: a new conversation's first turn {first:.0f} ms; the process's first replay "
+        f"(the filler's second turn, evicted) {replay:.0f} ms",
+        flush=True,
+    )
     for size, cold in colds.items():
         await filler.predict(question(size))
         cold.replayed.append(await current_run(cold.chat))
