@@ -18,6 +18,7 @@ from core.errors import ErrorCode, ThreadlineError
 from core.limits import check_turn
 from core.models import BeginInput, BeginResult, Budget, ConversationConfig, OpenTurn, TurnSend, check_inputs
 from store.backends.reader import LogCache, now
+from store.flows.progress import holds_flows
 from store.log.state import Log, Turn
 from store.log.turns import Begin, Busy, Existing, Steered, unowned
 from store.log.turns import begin_turn as decide_turn
@@ -81,6 +82,8 @@ class Placing:
             if owner and (lost := unowned(log, owner, input.holding)):  # before a send goes beside them
                 orphans = [open_turn(self.programs, turn) for turn in lost]
                 return BeginResult(kind="orphans", turn=lost[0].id, orphans=orphans, store_id=store_id)
+            if input.opening and holds_flows(log):  # the flow is offered the send first: read it back
+                return BeginResult(kind="flows", turn="", store_id=store_id)
             if send.continue_from and send.continue_from not in log.turns:
                 raise ThreadlineError(ErrorCode.TURN_UNKNOWN, f"turn {send.continue_from} is not in this conversation")
             decided = decide_turn(log, program, request, now=now())  # no model request: `run_turn` builds it

@@ -489,6 +489,10 @@ class BeginInput(ActivityInput):
     at_once: bool = False
     """The send is placed and run in one step (`place_and_run`): an open turn this workflow placed under
     its request id is that step's turn, found `existing`, never an orphan; and it steers no turn."""
+    opening: bool = False
+    """The run's first look at the log (a conversation begun or reopened by this send): a log that holds
+    guided flows comes back `flows`, nothing placed, so the flow is read back and offered the send first;
+    lost turns come back `orphans` as always. A send placed here shows the run the log held neither."""
 
 
 class OpenTurn(Compact):
@@ -537,10 +541,12 @@ class FoundSend(Compact):
 
 class BeginResult(Compact):
     """`begun` (records appended), `existing` (the request id was already sent), `busy` (the head runs),
-    `steered` (a `steer` entry for the running head `turn` was appended), or `orphans`: nothing placed,
-    because turns the workflow placed run nowhere (`orphans`): it adopts them first."""
+    `steered` (a `steer` entry for the running head `turn` was appended), `orphans`: nothing placed,
+    because turns the workflow placed run nowhere (`orphans`): it adopts them first; or `flows`: nothing
+    placed, because a run's first look at the log (`BeginInput.opening`) found guided flows there (`turn`
+    empty): the workflow reads them back (`read_flow`) before the send is offered again."""
 
-    kind: Literal["begun", "existing", "busy", "orphans", "steered"]
+    kind: Literal["begun", "existing", "busy", "orphans", "steered", "flows"]
     turn: str
     parent: str | None = None
     outcome: TurnOutcome | None = None

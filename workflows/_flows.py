@@ -86,6 +86,9 @@ class Flows:
         self.due: Timer | None = None
         self.fired: set[tuple[str | None, int, Timer]] = set()
         self.restored = False
+        self.unread = False
+        """The run left its first read of the flow to its first send's step (`_turns.Turns.opening`): until
+        it answers, the flow takes no send (that send is offered again if the log held a flow)."""
         self.agreed = True
         """The log agreed with every flow step of this run: what it knows is what `read_flow` would read."""
         self.shown: tuple[str, str] | None = None
@@ -109,7 +112,7 @@ class Flows:
         """Let the flow take the first queued send, a flow's start or answer: True when it did
         (answered, or refused with a coded error), False for anything else (placed as a turn)."""
         mine = send.flow is not None or (message_of(send) is not None and not (send.continue_from or send.root))
-        if not mine or self.state.seen(send.request_id):
+        if not mine or self.state.seen(send.request_id) or self.unread:
             return False  # the turn table answers a repeated request id
         try:
             await self.restore()
@@ -162,9 +165,19 @@ class Flows:
         ref = ConversationRef(store=config.store, conversation=config.conversation, store_id=config.store_id)
         self._restored(await _calls.quick(FlowActivities.read_flow, ref, summary="read flow"))
 
+    def defer(self) -> None:
+        """Leave the first read of the flow to the run's first send's step (`unread`)."""
+        self.unread = True
+
+    def opened(self) -> None:
+        """The first send's step found no flow in the log: what `read_flow` would have read back."""
+        if not self.restored:
+            self._restored(FlowStatus(current=FlowResult()))
+
     def _restored(self, found: FlowStatus) -> None:
         """Where the flow stands and its counts, read back or carried: its timers count from now, as after a read."""
         self.restored = True
+        self.unread = False
         self.counts = dict(found.counts)
         if found.current.state is not None:
             self._take(found.current, count=False)

@@ -30,6 +30,13 @@ each turn ends with nothing else to do, and before they continue as new; a run t
 them at most once per interval (`_upkeep.Upkeep.keep_up`) and hands them to the next run in its
 continue-as-new."""
 
+OPENS = "lean-history-4"
+"""Stands for `LEANEST` and what came after it: a run from before it that begins a conversation (or
+reopens one) looks for lost turns and reads the flow back in two local activities before its first
+send; a run that has it leaves both to its first send's step (`place_and_run` with `opening`), which
+reads the same log to place the send, when that send is the first thing it does
+(`_turns.Turns.opening`)."""
+
 
 def lean() -> bool:
     """Whether this run has `LEAN` (or `LEANER`, which stands for it): asked first in the run's first
@@ -43,8 +50,13 @@ def leaner() -> bool:
 
 
 def leanest() -> bool:
-    """Whether this run has `LEANEST`: a new run has it and writes its one marker."""
-    return workflow.patched(LEANEST)
+    """Whether this run has `LEANEST` (or `OPENS`, which stands for it)."""
+    return opens() or workflow.patched(LEANEST)
+
+
+def opens() -> bool:
+    """Whether this run has `OPENS`: a new run has it and writes its one marker."""
+    return workflow.patched(OPENS)
 
 
 def since(patch: str) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
+from typing import Literal
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -66,6 +67,7 @@ STEER = "steer"
 """Runs from before never met a `steered` placing: a send was only ever begun, found or refused."""
 AT_ONCE = "place-and-run-at-once"
 """Runs from before placed every send with `begin_turn` (a local activity), then ran it with `run_turn`."""
+Opening = Literal["deferred", "in-step", "clean", "owed"]
 
 
 def _bare(send: TurnSend) -> TurnSend:
@@ -88,6 +90,11 @@ class Turns:
         self._step: asyncio.Task[None] | None = None
         """The task driving the send placed at once (`state.unplaced` while its turn is unknown)."""
         self._pinning: asyncio.Task[None] | None = None
+        self.opening: Opening | None = None
+        """Where the run's first look at the log stands when it began a conversation (or reopened one)
+        with a send it places at once (`_patches.OPENS`): `deferred` to that send's step, `in-step`
+        while the step runs, `clean` when the step placed the send (the log held no lost turn and no
+        flow), `owed` when it did not (the run looks the usual way, `read_flow` and `owned_turns`)."""
 
     def ready(self) -> bool:
         """A queued send can be placed now: the queue waits for no running turn, and no send kept for
@@ -105,7 +112,9 @@ class Turns:
         send = await self._prepared(send)
         if self._at_once(send):
             self.state.placing(send)
-            self._step = asyncio.create_task(self._place_and_run(send))
+            opening = self.opening == "deferred"
+            self.opening = "in-step" if opening else self.opening
+            self._step = asyncio.create_task(self._place_and_run(send, opening=opening))
             return
         config = self.state.config
         try:
@@ -147,6 +156,34 @@ class Turns:
         else:
             self.start(send, placed.turn, Yielded() if existing else None)
 
+    def opens_with(self, send: TurnSend) -> bool:
+        """Whether `send`, first in the queue, is placed at once as a turn, so its step may take the run's
+        first look at the log (no flow's start, no merge, no repeated request id)."""
+        plain = send.flow is None and send.merge is None and not self.state.seen(send.request_id)
+        return plain and self.state.unplaced is None and self.ready() and self._at_once(send)
+
+    def defer_opening(self) -> None:
+        """Leave the run's first look at the log to its first send's step (`opening`)."""
+        self.opening = "deferred"
+
+    def opening_due(self, opens_now: bool) -> Literal["clean", "look"] | None:
+        """What the run does now about its first look at the log, which is then settled: `clean` (the step
+        took it and found nothing), `look` (the run looks the usual way: the step did not place its
+        send, or something else comes first, `opens_now` False), or None (nothing yet)."""
+        opening = self.opening
+        if opening == "clean" or opening == "owed" or (opening == "deferred" and not opens_now):
+            self.opening = None
+            return "clean" if opening == "clean" else "look"
+        return None
+
+    def _opened(self, placed: BeginResult | None) -> None:
+        """The step that took the run's first look at the log answered (`placed`; None: it failed)."""
+        if placed is not None and placed.kind == "begun":
+            self.state.looked_for_lost()  # it looked for lost turns and flows before it placed the send
+            self.opening = "clean"
+        else:
+            self.opening = "owed"
+
     def _at_once(self, send: TurnSend) -> bool:
         """Whether `send` is placed and run in one step: nothing of this run runs (it cannot wait behind,
         branch from, interrupt or steer a turn of its own), no caller waits for its placing alone
@@ -170,10 +207,11 @@ class Turns:
         one refused here is refused by its step too, which hands it back."""
         while (send := self.state.unplaced) is not None:
             holding = self.orphans.holding()
+            opening = self.opening == "in-step"  # placed here first, it looks at the log as its step would
             try:
                 placed = await _calls.quick(
                     TranscriptActivities.begin_turn,
-                    BeginInput(config=self.state.config, send=send, holding=holding, at_once=True),
+                    BeginInput(config=self.state.config, send=send, holding=holding, at_once=True, opening=opening),
                     summary=f"place {said(send)}",
                 )
             except ApplicationError:
@@ -186,6 +224,8 @@ class Turns:
                 self._known(send, placed)
             elif placed.kind == "orphans":
                 await self.orphans.adopt(placed.orphans)
+            elif placed.kind == "flows":  # its step finds them too, and hands the send back
+                await workflow.wait_condition(lambda: self.state.unplaced is not send)
             else:
                 await self._watch(placed.records)
 
@@ -275,11 +315,12 @@ class Turns:
         # a wait carried from the run before (`Paused`) is a turn this conversation placed and never counted
         self._ended(send, turn, outcome, new=start is None or isinstance(start, Paused))
 
-    async def _place_and_run(self, send: TurnSend) -> None:
-        """Place `send` and run its turn in one step, then drive the turn on to its end as `_drive` does."""
+    async def _place_and_run(self, send: TurnSend, *, opening: bool = False) -> None:
+        """Place `send` and run its turn in one step, then drive the turn on to its end as `_drive` does;
+        with `opening`, the step takes the run's first look at the log."""
         began = workflow.now()
         with self.observed.turn(self.state.config, send, None) as span:
-            first = await self._first_step(send)
+            first = await self._first_step(send, opening=opening)
             if first is None:
                 self.observed.drop(span)
                 return
@@ -288,16 +329,18 @@ class Turns:
             outcome = await self._outcome(span, send, turn, start, began=began)
         self._ended(send, turn, outcome, new=new)
 
-    async def _first_step(self, send: TurnSend) -> tuple[str, RunResult, bool] | None:
+    async def _first_step(self, send: TurnSend, *, opening: bool) -> tuple[str, RunResult, bool] | None:
         """`place_and_run`: the turn it ran, how that came out, and whether it is a turn of its own; None
         when the send began no turn there (answered, or handed back to the queue)."""
         try:
             sent = await _calls.model(
                 LLMActivities.place_and_run,
-                BeginInput(config=self.state.config, send=send),
+                BeginInput(config=self.state.config, send=send, opening=opening),
                 summary=self._said(send, placing=True),
             )
         except ApplicationError as err:
+            if opening:
+                self._opened(None)
             turn = self._turn_of(send)
             if turn is None:  # not known placed: placed the usual way, which finds its turn if it has one
                 self._hand_back(send)
@@ -305,6 +348,8 @@ class Turns:
             return turn, await self._give_up(send, turn, err), True
         placed = sent.placing()
         self.state.bind_store(placed.store_id)
+        if opening:
+            self._opened(placed)
         if sent.result is not None:
             self._known(send, placed)
             return placed.turn, sent.result, True

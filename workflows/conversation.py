@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from ._flows import Flows
     from ._merges import Merges
     from ._observed import run_began, run_ended
-    from ._patches import lean, leaner, since
+    from ._patches import lean, leaner, opens, since
     from ._records import import_messages, set_up
     from ._start import settle
     from ._state import RunState
@@ -190,13 +190,19 @@ class ConversationWorkflow:
         # what the run before handed over, in a run of this code (one a worker from before began
         # looked and read, and must replay so)
         handed = input if self.reads_earlier else ConversationState(config=input.config)
-        if not handed.accounted:
-            await self.turns.orphans.look()  # turns a lost task of an earlier run placed
-        await self.guided.begin(handed.flow)
+        if not handed.accounted and handed.flow is None and opens() and self._opens_now():
+            self.turns.defer_opening()  # the first send's step looks at the log (`_patches.OPENS`)
+            self.guided.defer()
+        else:
+            if not handed.accounted:
+                await self.turns.orphans.look()  # turns a lost task of an earlier run placed
+            await self.guided.begin(handed.flow)
         upkeep.restart_clock(self._quiet)
         while True:
             await upkeep.publish_when_quiet(self.state.attributes, is_idle=self._idle, has_work=self._has_work)
             await workflow.wait_condition(self._wakes)
+            if self.turns.opening is not None:
+                await self._open()
             if self.state.closed or (upkeep.closing and self._idle() and not self._has_work()):
                 if ended := await self._ending():
                     run_ended()
@@ -218,10 +224,28 @@ class ConversationWorkflow:
                 carried = self.state.carried(waiting=self.turns.acting.carried(), flow=self.guided.carried())
                 workflow.continue_as_new(carried, search_attributes=attributes)
 
+    def _opens_now(self) -> bool:
+        """Whether the run's next step places its first queued send at once, nothing before it."""
+        pending = self.state.pending
+        first = not (self.state.stops or self.state.closed) and bool(pending)
+        return first and self.turns.opens_with(pending[0])
+
+    async def _open(self) -> None:
+        """The run's first look at the log, left to its first send's step: taken there (`clean`: no lost
+        turn and no flow), or taken here the usual way when the step did not place the send, or when
+        something else comes first."""
+        due = self.turns.opening_due(self.turns.opening != "deferred" or self._opens_now())
+        if due == "clean":
+            self.guided.opened()
+        elif due == "look":
+            await self.turns.orphans.look()
+            await self.guided.begin()
+
     def _wakes(self) -> bool:
         idle = self._idle()
         stale = self.upkeep.stale(self.state.attributes(), idle=idle)
-        return self._has_work() or self.state.closed or (self.upkeep.closing and idle) or stale
+        opened = self.turns.opening in ("clean", "owed")  # the first send's step answered: take its look in
+        return self._has_work() or self.state.closed or (self.upkeep.closing and idle) or stale or opened
 
     async def _ending(self) -> str | None:
         """End the run, closed or idle long enough, unless sends came meanwhile (then it goes on)."""

@@ -131,6 +131,11 @@ def _seen(log: Log) -> _Seen:
     return seen
 
 
+def holds_flows(log: Log) -> bool:
+    """Whether the log holds any flow entry (a flow was ever started in the conversation)."""
+    return bool(_seen(log).flow)
+
+
 def flow_entries(log: Log) -> list[Record]:
     """The conversation's flow entries, in file order."""
     return list(_seen(log).flow)

@@ -73,6 +73,23 @@ async def test_the_next_send_runs_a_lost_turn_and_continues_from_it(
     assert ["done"] * 3 == [turn.state for turn in view.turns]
 
 
+async def test_a_run_begun_by_a_send_runs_the_lost_turn_before_it(
+    client: Client, settings: Settings, folder: Path, cid: str
+) -> None:
+    """A send that begins the conversation's workflow, its log holding a lost turn of an earlier one:
+    its step, which looks at the log for the run, finds the lost turn; the run drives it first and the
+    send continues from it (its step placed nothing)."""
+    tl, ledger = await connect(settings, client=client), Ledger()
+    chat = tl.conversation("tutor", id=cid)
+    rid, lost = place_lost(folder, cid, "the lost first send")
+    ledger.answers[rid] = lost
+    async with build_worker(client, settings):
+        after = await asyncio.wait_for(ledger.predict(chat, "after it"), PATIENCE_S)
+    log = check_owned(folder, cid, ledger)
+    assert [lost, after] == log.order
+    assert lost == log.turns[after].parent
+
+
 async def test_a_run_that_starts_runs_the_turn_its_lost_start_placed(
     client: Client, settings: Settings, folder: Path, cid: str
 ) -> None:

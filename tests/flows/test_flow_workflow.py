@@ -60,6 +60,27 @@ async def test_a_flow_goes_on_across_continue_as_new(tl: Threadline, worker: Wor
     assert {"quantity": tries} == status.counts["checkout"].invalid
 
 
+async def test_a_message_that_reopens_a_conversation_answers_its_flow(
+    tl: Threadline, worker: Worker, client: Client, cid: str
+) -> None:
+    """The workflow ended (terminated) while a flow asked: the next message begins a new one, whose first
+    send's step finds the flow in the log and hands the message back; the flow, read back, takes it."""
+    chat = tl.conversation("chat", id=cid)
+    await chat.start_flow("checkout")
+    await chat.message("A pie.")
+    await client.get_workflow_handle(workflow_id("default", cid)).terminate("the workflow is lost")
+
+    reply = await chat.message("lots")
+    status = await client.get_workflow_handle(workflow_id("default", cid)).query("flows", result_type=FlowStatus)
+
+    assert (True, "Please enter a valid number.") == (reply.in_flow, reply.response)
+    assert ("active", "quantity", {"quantity": 1}) == (
+        status.current.state,
+        status.current.step,
+        status.counts["checkout"].invalid,
+    )
+
+
 async def test_a_stopped_flow_lets_messages_go_to_the_program(tl: Threadline, worker: Worker, cid: str) -> None:
     """`stop_flow` abandons the flow (`stopped`); the next message is an ordinary turn."""
     chat = tl.conversation("chat", id=cid)

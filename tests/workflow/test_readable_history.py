@@ -19,7 +19,7 @@ from core.temporal import workflow_id
 from threadline.client import connect
 from worker import build_worker
 from workflows._details import first_words, said
-from workflows._patches import LEANEST
+from workflows._patches import OPENS
 from workflows.attributes import STATE_KEY, TURNS_KEY
 
 MESSAGES = (
@@ -117,7 +117,7 @@ async def test_each_run_holds_one_patch_marker(client: Client, settings: Setting
         first_run = newest.events[0].workflow_execution_started_event_attributes.continued_execution_run_id
         first = await client.get_workflow_handle(workflow_id("default", cid), run_id=first_run).fetch_history()
 
-    assert [[LEANEST], [LEANEST]] == [patches(list(h.events)) for h in (first, newest)]
+    assert [[OPENS], [OPENS]] == [patches(list(h.events)) for h in (first, newest)]
 
 
 async def test_a_turn_writes_only_the_attributes_that_changed(client: Client, settings: Settings, cid: str) -> None:
