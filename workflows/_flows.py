@@ -112,8 +112,10 @@ class Flows:
         """Let the flow take the first queued send, a flow's start or answer: True when it did
         (answered, or refused with a coded error), False for anything else (placed as a turn)."""
         mine = send.flow is not None or (message_of(send) is not None and not (send.continue_from or send.root))
-        if not mine or self.state.seen(send.request_id) or self.unread:
+        if not mine or self.state.seen(send.request_id):
             return False  # the turn table answers a repeated request id
+        if self.unread:
+            return False  # its step looks for a flow in the log, and hands the send back if it finds one
         try:
             await self.restore()
             result = await self._ask(send)

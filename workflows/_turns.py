@@ -113,7 +113,8 @@ class Turns:
         if self._at_once(send):
             self.state.placing(send)
             opening = self.opening == "deferred"
-            self.opening = "in-step" if opening else self.opening
+            if opening:
+                self.opening = "in-step"
             self._step = asyncio.create_task(self._place_and_run(send, opening=opening))
             return
         config = self.state.config

@@ -234,7 +234,7 @@ class ConversationWorkflow:
         """The run's first look at the log, left to its first send's step: taken there (`clean`: no lost
         turn and no flow), or taken here the usual way when the step did not place the send, or when
         something else comes first."""
-        due = self.turns.opening_due(self.turns.opening != "deferred" or self._opens_now())
+        due = self.turns.opening_due(self._opens_now())
         if due == "clean":
             self.guided.opened()
         elif due == "look":
