@@ -28,8 +28,11 @@ test: lint typecheck pytest
 # per core the cores sat half idle (load average ~1.7 of 2 through a whole run).
 WORKERS ?= $(shell echo $$(( 2 * $$(nproc 2>/dev/null || echo 1) )))
 
+# Tests go out one at a time to whichever process is free (`--maxschedchunk 1`), slow ones first
+# (tests/conftest.py): xdist's default hands each process a block of neighbours, so the slow tests
+# sat in one process's block and ran one after another at the end of the run.
 pytest: $(BIN)/.installed node-client chromium prometheus
-	$(BIN)/pytest -n $(WORKERS) $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(WORKERS) --maxschedchunk 1 $(PYTEST_ARGS)
 
 # The TypeScript client's packages, from its package-lock.json, when Node.js is there (its test skips otherwise).
 node-client:

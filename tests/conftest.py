@@ -165,3 +165,10 @@ async def _live(client: Client, settings: Settings, fake: FakeProvider) -> Async
         build_worker(client, settings, providers=build_providers(settings, http, env=env)),
     ):
         yield settings
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first, the order otherwise kept: spread over the test processes from the start,
+    they run beside the quick ones instead of after them, where the last one would run alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -118,6 +118,7 @@ def interrupted_by_functai(folder: Path, cid: str, amount: int) -> str:
     return str(tid)
 
 
+@pytest.mark.slow
 async def test_threadline_resumes_a_turn_functai_left_interrupted_in_a_changing_tool(
     shop: Threadline, cid: str
 ) -> None:
@@ -139,6 +140,7 @@ async def test_threadline_resumes_a_turn_functai_left_interrupted_in_a_changing_
     assert [] == acting_programs.RUNS[runs:]
 
 
+@pytest.mark.slow
 async def test_a_result_recorded_for_another_call_is_never_fed_to_the_model(shop: Threadline, cid: str) -> None:
     """functai's model asked to refund 5, Threadline's asks to refund 0: the result recorded for the first
     is not the second's. A person is asked (plugin `threadline`); once allowed, the refund runs here."""

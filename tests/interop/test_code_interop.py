@@ -157,6 +157,7 @@ async def test_earlier_gives_functais_rows(desk: Threadline, cid: str, rule: Con
     assert ended[-2]["saw"] == ended[-1]["saw"]
 
 
+@pytest.mark.slow
 async def test_a_turn_functai_left_between_helpers_is_resumed_here(
     desk: Threadline, fake: FakeProvider, cid: str
 ) -> None:

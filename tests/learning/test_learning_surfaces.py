@@ -52,6 +52,7 @@ def _shell(learning: Settings) -> dict[str, str]:
 
 
 class TestTheCommand:
+    @pytest.mark.slow
     async def test_merge_rate_rated_and_evaluate(
         self, learning: Settings, merging: Worker, shell: dict[str, str], tmp_path: Path, cid: str
     ) -> None:

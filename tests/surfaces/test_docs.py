@@ -12,6 +12,7 @@ import re
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import Client
@@ -335,7 +336,16 @@ def uses_service(page: Path) -> bool:
     )
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+SLOW_PAGES = {"cli.md", "concepts.md", "README.md"}
+"""Pages whose blocks take ten seconds and more (they start workers and a service): run first."""
+
+
+def slow_if(page: Path) -> Any:
+    """`page` as a parameter, marked slow when it is one of `SLOW_PAGES`."""
+    return pytest.param(page, marks=pytest.mark.slow) if page.name in SLOW_PAGES else page
+
+
+@pytest.mark.parametrize("page", [slow_if(page) for page in PAGES], ids=lambda page: page.name)
 async def test_the_page_runs_as_written(page: Path, client: Client, settings: Settings, tmp_path: Path) -> None:
     """Every block not marked `not run` runs in order, as a reader would run it, and prints what it shows."""
     data = tmp_path / ".threadline"

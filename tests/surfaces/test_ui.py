@@ -8,6 +8,7 @@ import base64
 import os
 from pathlib import Path
 
+import pytest
 from playwright.async_api import expect
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
@@ -18,6 +19,7 @@ from workflows._details import first_words
 MESSAGE = "Hi, I'm Sam. Can you help me with fractions and decimals, please?"
 
 
+@pytest.mark.slow
 async def test_the_ui_shows_what_was_sent_and_answered_in_clear(tmp_path: Path) -> None:
     """With every payload sealed, the history's event rows show the message's first words (the model
     call's summary) and the answer's (the send's outcome), decoded by the codec server for the UI."""

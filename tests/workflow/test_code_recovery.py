@@ -92,6 +92,7 @@ async def test_a_worker_killed_between_helpers_does_not_ask_the_first_again(
     assert [("slow_support#1/topic#1", 1), ("slow_support#1/topic#1", 2), ("slow_support#1/answer#1", 2)] == calls
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_a_turn_threadline_left_between_helpers_is_resumed_by_functai(
     client: Client, settings: Settings, fake: FakeProvider, cid: str, tmp_path: Path
