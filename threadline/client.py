@@ -42,6 +42,7 @@ from . import embedding
 from .acting import LiveTurn
 from .configuring import SettingsMethods
 from .crossing import Unreached, crossing
+from .delivery import Progress
 from .guided import FlowMethods
 from .handle import finished
 from .listing import Listing
@@ -120,6 +121,8 @@ class Threadline(Listing):
         for name, target in (stores or {}).items():
             self.stores.adopt(target, name)
         self.logs = LogCache(self.stores.records)
+        self.progress = Progress()
+        """When a worker last took a send made through this client (sends queued behind others wait quietly)."""
         self._blobs: FolderBlobs | PostgresBlobs | None = None
         self.embedded: embedding.Embedded | None = None
         """The worker this process runs for this client (`connect(embedded=True)`), else None."""

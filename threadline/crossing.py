@@ -88,7 +88,7 @@ def error_of(err: BaseException) -> ThreadlineError:
 def _rpc(err: RPCError) -> ThreadlineError:
     if err.status == RPCStatusCode.NOT_FOUND:
         return ThreadlineError(ErrorCode.CONVERSATION_NOT_FOUND, "no such conversation is open: send a turn first")
-    if err.status == RPCStatusCode.DEADLINE_EXCEEDED:
+    if err.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):  # the SDK's reading too
         return Unreached(_LATE, status=TIMED_OUT)
     if err.status in _REFUSED:
         code, why = _REFUSED[err.status]

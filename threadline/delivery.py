@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -43,12 +44,30 @@ from workflows.attributes import CONVERSATION_KEY, PROGRAM_KEY, STORE_KEY, UPDAT
 from .crossing import ASK_AGAIN, TIMED_OUT, Unreached, crossing
 
 
+class Progress:
+    """When a worker last took a send made through this connection (accepted or answered it): while
+    that keeps happening, workers live and take the task queue's sends, and a send not taken yet waits
+    its turn behind the others."""
+
+    def __init__(self) -> None:
+        self._taken = -math.inf
+
+    def taken(self) -> None:
+        """A worker took a send now."""
+        self._taken = time.monotonic()
+
+    def within(self, seconds: float) -> bool:
+        """Whether a worker took a send in the last `seconds`."""
+        return time.monotonic() - self._taken < seconds
+
+
 class Connection(Protocol):
     """What delivery needs of the connection (`threadline.client.Threadline`)."""
 
     settings: Settings
     search_attributes: bool | None
     logs: LogCache
+    progress: Progress
 
     @property
     def client(self) -> Client:
@@ -73,6 +92,10 @@ KEPT_PATIENCE_S = 30.0
 """How long a caller that waits for a kept send's outcome (`deliver`, HTTP `wait`) waits for a worker
 to take it before it hears `Queued`: longer than a conversation takes to move from a dead worker to
 a live one (its sticky queue's 10 s, a started task's 10 s timeout)."""
+LOOK_EVERY_MAX_S = 12.0
+"""The longest a send waits between looks at whether it was taken while a worker is seen on it: each
+look after such a one comes twice as late (3, 6, 12 s), so the sends queued behind a busy worker do
+not each ask the server two or three questions every `ACCEPT_WAIT_S`, adding to what keeps it busy."""
 SETTLE_S = 1.0
 PROBE_S = 0.5
 """How long a send not answered within `ACCEPT_WAIT_S` waits to hear whether a worker accepted it."""
@@ -97,6 +120,12 @@ class Queued(ThreadlineError):  # noqa: N818 - a state the caller is told, like 
         self.request_id = request_id
 
 
+def _later(every: float, patience: float) -> float:
+    """The wait before the next look at a send a worker is on: twice the last, at most
+    `LOOK_EVERY_MAX_S`, and not past the `patience` deadline (but at least `ACCEPT_WAIT_S`)."""
+    return max(ACCEPT_WAIT_S, min(2 * every, LOOK_EVERY_MAX_S, patience - time.monotonic()))
+
+
 def _no_worker(task_queue: str) -> ThreadlineError:
     message = (
         f"no worker polls task queue {task_queue!r}: the send is kept and runs once one starts "
@@ -110,18 +139,6 @@ def _signal_of(send: TurnSend | StopSend) -> str:
     if isinstance(send, StopSend):
         return "stop"
     return "turn" if send.flow is None else "flow"
-
-
-async def _taken(answered: asyncio.Future[U], send: TurnSend) -> U:
-    """The answer of an update a worker accepted; Temporal going silent since is `Unreached` (kept)."""
-    try:
-        return await answered
-    except Unreached as err:
-        message = (
-            "Temporal stopped answering after a worker took the send: it is kept; "
-            f"send again with request id {send.request_id} for its answer"
-        )
-        raise Unreached(message, status=err.status) from None
 
 
 def _unreached(task: asyncio.Future[Any]) -> bool:
@@ -196,7 +213,7 @@ class Delivery:
         That update is durable only once a worker accepted it. When it is not answered within
         `ACCEPT_WAIT_S`, Threadline asks whether it was accepted (`_accepted`) and whether a worker is
         on it though slow to accept (`_being_taken`: a busy worker, placing many sends; waited for,
-        every `ACCEPT_WAIT_S`, for up to `KEPT_PATIENCE_S`). When neither (no worker, a dead one
+        looking again after 3, 6, then every 12 s, for up to `KEPT_PATIENCE_S`). When neither (no worker, a dead one
         Temporal still lists, a workflow task that keeps failing, an overloaded server), the send is
         kept as a signal, durable at once (`_kept`). `place` then answers `Queued` at once; `send`,
         whose caller waits for the outcome, goes on waiting for the update's answer (the workflow
@@ -216,26 +233,33 @@ class Delivery:
         # The update's id is written four times per turn in history: the send it carries names its request id.
         start, update_id = self.start_operation(), f"{name}/{uuid7()}"
         answered = asyncio.ensure_future(self._answer(name, send, answer, start, update_id))
-        patience, kept = time.monotonic() + KEPT_PATIENCE_S, False
+        began = time.monotonic()
+        patience, kept, every = began + KEPT_PATIENCE_S, False, ACCEPT_WAIT_S
         try:
             while True:
-                await asyncio.wait({answered}, timeout=ACCEPT_WAIT_S)
+                await asyncio.wait({answered}, timeout=every)
                 if answered.done():
                     if not _unreached(answered):
                         return answered.result()  # the answer, or the coded refusal raised
                     break  # Temporal stopped answering it: keep the send, and ask `wait`
+                if waits_kept and not kept and self._queued_behind(began):
+                    patience = max(patience, time.monotonic() + ACCEPT_WAIT_S)
+                    continue
                 if await self._accepted(update_id):
-                    return await _taken(answered, send)  # a worker took it: as long as the turn takes
+                    return await self._taken(answered, send, answer)  # a worker took it: as long as the turn takes
                 if kept:
                     if time.monotonic() > patience or await self._nobody_polls():
                         raise Queued(send.request_id, self.tl.settings.task_queue)
+                    every = _later(every, patience)
                     continue
                 if time.monotonic() < patience and await self._being_taken():
+                    every = _later(every, patience)
                     continue
                 await self._kept(send)
                 if not waits_kept:
                     raise Queued(send.request_id, self.tl.settings.task_queue)
-                patience, kept = time.monotonic() + KEPT_PATIENCE_S, True  # a worker has that long to take it
+                # a worker has that long to take it
+                patience, kept, every = time.monotonic() + KEPT_PATIENCE_S, True, ACCEPT_WAIT_S
         finally:
             if not answered.done():
                 answered.cancel()
@@ -244,7 +268,7 @@ class Delivery:
                 answered.exception()  # taken: its error, if any, was answered otherwise
         if not kept:
             if await self._accepted(update_id):
-                return await _taken(answered, send)
+                return await self._taken(answered, send, answer)
             await self._kept(send)
             if not waits_kept:
                 raise Queued(send.request_id, self.tl.settings.task_queue)
@@ -268,14 +292,43 @@ class Delivery:
                     result_type=answer,
                 )
                 result: U = await handle.result()  # known already: no call
+        self.tl.progress.taken()
         return result
+
+    def _queued_behind(self, began: float) -> bool:
+        """Whether a send made at `began` and not taken yet is queued behind others: workers took
+        another send of this connection within the last `ACCEPT_WAIT_S` (up to `UPDATE_PATIENCE_S`
+        after `began`). Asking the server about it then adds work to what keeps the workers busy: at
+        1,000 conversations at once, every send waits tens of seconds to be taken, and three questions
+        per send every few seconds cost as much server time as the turns themselves."""
+        return self.tl.progress.within(ACCEPT_WAIT_S) and time.monotonic() - began < UPDATE_PATIENCE_S
+
+    async def _taken(self, answered: asyncio.Future[U], send: TurnSend, answer: type[U]) -> U:
+        """The answer of an update a worker accepted. A long poll for it that ran out of time (a busy
+        server) is asked again as `wait`: accepted, the send is durable. Temporal going silent is
+        `Unreached` (the send is kept)."""
+        try:
+            try:
+                return await answered
+            except Unreached as err:
+                if err.status != TIMED_OUT:
+                    raise
+            return await self.update("wait", send.request_id, answer)
+        except Unreached as err:
+            message = (
+                "Temporal stopped answering after a worker took the send: it is kept; "
+                f"send again with request id {send.request_id} for its answer"
+            )
+            raise Unreached(message, status=err.status) from None
 
     async def _being_taken(self) -> bool:
         """Whether a worker is on the conversation's send though it did not accept it yet: one works on
         its workflow task now (its first try), or polled the task queue since that task was scheduled
         (busy: an idle live worker would have taken it at once, a dead one polls no more; both times
         are the server's). A busy worker is slow to accept, not gone; keeping the send as a signal
-        then only adds work."""
+        then only adds work. So is a busy server: one that does not answer these questions within
+        `PROBE_S`, or has not started the conversation's workflow yet (the send's own start is still
+        on its way), is waited for too, up to the send's patience; one that is down refuses them."""
         try:
             with crossing():
                 described = await (await self.workflow()).describe(rpc_timeout=timedelta(seconds=PROBE_S))
@@ -290,8 +343,10 @@ class Delivery:
                 found = await self.tl.client.workflow_service.describe_task_queue(
                     queue, timeout=timedelta(seconds=PROBE_S)
                 )
-        except ThreadlineError:
-            return False
+        except Unreached as err:
+            return err.status == TIMED_OUT
+        except ThreadlineError as err:
+            return err.code == ErrorCode.CONVERSATION_NOT_FOUND
         if not task.HasField("scheduled_time"):
             return False
         scheduled = task.scheduled_time.ToDatetime(UTC)
@@ -316,7 +371,10 @@ class Delivery:
                 )
         except ThreadlineError:
             return False
-        return polled.stage >= ACCEPTED
+        if polled.stage < ACCEPTED:
+            return False
+        self.tl.progress.taken()
+        return True
 
     async def _kept(self, send: TurnSend) -> None:
         """Keep `send`, which no worker accepted in time, as a `turn` signal: durable whatever becomes of
@@ -373,6 +431,7 @@ class Delivery:
                         rpc_timeout=timedelta(seconds=ACCEPT_WAIT_S),
                     )
                     result: U = await accepted.result()
+                self.tl.progress.taken()
                 return result
             except Unreached as err:
                 if err.status == TIMED_OUT:
