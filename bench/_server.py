@@ -7,13 +7,14 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
 
 from core.temporal import data_converter
 from store.backends.blobs import FolderBlobs
-from threadline.devserver import find_temporal_binary
+from threadline.devserver import START_TIMEOUT, find_temporal_binary
 from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 
 
@@ -45,5 +46,6 @@ async def start_dev_server(payloads: Path | None = None) -> WorkflowEnvironment:
             dev_server_log_level="error",
             data_converter=data_converter(FolderBlobs(folder)),
             search_attributes=list(SEARCH_ATTRIBUTE_KEYS),
+            dev_server_startup_timeout=timedelta(seconds=START_TIMEOUT),
             ip="127.0.0.1",
         )

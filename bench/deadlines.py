@@ -28,15 +28,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from temporalio.testing import WorkflowEnvironment
-
 from bench._report import exit_now, run_benchmark
 from bench.turns import Row, check
 from core.models import ConversationStatus
-from core.temporal import data_converter
-from store.backends.blobs import FolderBlobs
 from tests.support.processes import WorkerProcess
-from tests.support.timeskip import find_test_server, skipping_settings
+from tests.support.timeskip import skipping_settings, time_skipping
 from threadline.acting import Waiting
 from threadline.client import Threadline, connect
 
@@ -89,9 +85,7 @@ async def settle(pids: tuple[int, ...], limit: float = 30.0) -> None:
 async def one_hour(root: Path, count: int, approve: Any) -> tuple[float, float, int]:
     """Worker and server CPU seconds over a skipped hour of `count` waiting turns, and the reminders given."""
     root.mkdir(parents=True)  # noqa: ASYNC240 once, before the server starts
-    async with await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=find_test_server(), data_converter=data_converter(FolderBlobs(root / "payloads"))
-    ) as env:
+    async with await time_skipping(root / "payloads") as env:
         settings = skipping_settings(env, root, programs=("tests.support.acting_programs",))
         worker = WorkerProcess(
             settings, root / "worker.log", env={"THREADLINE_PROGRAMS": "tests.support.acting_programs"}

@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -23,7 +24,7 @@ from store.backends.blobs import FolderBlobs
 from tests.support.fakeprovider import FakeProvider
 from tests.support.pg_kit import postgres_server
 from threadline.client import Threadline, connect
-from threadline.devserver import find_temporal_binary
+from threadline.devserver import START_TIMEOUT, find_temporal_binary
 from worker import build_worker
 from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 
@@ -85,6 +86,7 @@ async def _env(payloads: Path) -> AsyncIterator[WorkflowEnvironment]:
         data_converter=data_converter(FolderBlobs(payloads)),
         search_attributes=list(SEARCH_ATTRIBUTE_KEYS),
         dev_server_extra_args=extra,
+        dev_server_startup_timeout=timedelta(seconds=START_TIMEOUT),
         ip="127.0.0.1",
     ) as env:
         yield env

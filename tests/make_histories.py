@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ from core.models import TurnSend
 from core.settings import Settings
 from core.temporal import workflow_id
 from threadline.client import Threadline, connect
-from threadline.devserver import find_temporal_binary
+from threadline.devserver import START_TIMEOUT, find_temporal_binary
 from threadline.options import SendOptions
 from worker import build_worker
 
@@ -211,7 +212,10 @@ async def recording(*, worker: bool = True, **changes: object) -> AsyncIterator[
     changed by `changes`."""
     binary = find_temporal_binary()
     async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=binary, data_converter=pydantic_data_converter, ip="127.0.0.1"
+        dev_server_existing_path=binary,
+        data_converter=pydantic_data_converter,
+        dev_server_startup_timeout=timedelta(seconds=START_TIMEOUT),
+        ip="127.0.0.1",
     ) as env:
         data = Path(tempfile.mkdtemp())
         address = env.client.service_client.config.target_host

@@ -19,12 +19,11 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 from core.settings import Settings
-from core.temporal import data_converter, workflow_id
-from store.backends.blobs import FolderBlobs
+from core.temporal import workflow_id
 from store.backends.folder import FolderStore
 from store.flows.progress import flow_entries
 from store.log.state import Log
-from tests.support.timeskip import find_test_server
+from tests.support.timeskip import time_skipping
 from tests.workflow.test_continued_runs import local_activities
 from threadline.cli.chat_flows import follow_reminders
 from threadline.cli.output import Output
@@ -35,10 +34,7 @@ from worker import build_worker
 @pytest_asyncio.fixture(scope="module", name="skipping")
 async def _skipping(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[WorkflowEnvironment]:
     """One time-skipping test server for this module (its clock jumps when a test sleeps on it)."""
-    blobs = FolderBlobs(tmp_path_factory.mktemp("payloads"))
-    async with await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=find_test_server(), data_converter=data_converter(blobs)
-    ) as env:
+    async with await time_skipping(tmp_path_factory.mktemp("payloads")) as env:
         yield env
 
 

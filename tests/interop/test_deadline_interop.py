@@ -14,12 +14,10 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
-from core.temporal import data_converter
-from store.backends.blobs import FolderBlobs
 from store.backends.folder import FolderStore
 from tests.support import functai_tools
 from tests.support.functai_tools import answers, model
-from tests.support.timeskip import find_test_server, skipping_settings
+from tests.support.timeskip import skipping_settings, time_skipping
 from threadline.acting import Waiting
 from threadline.client import connect
 from worker import build_worker
@@ -27,9 +25,7 @@ from worker import build_worker
 
 @pytest_asyncio.fixture(name="skipping")
 async def _skipping(tmp_path: Path) -> AsyncIterator[WorkflowEnvironment]:
-    async with await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=find_test_server(), data_converter=data_converter(FolderBlobs(tmp_path / "payloads"))
-    ) as env:
+    async with await time_skipping(tmp_path / "payloads") as env:
         yield env
 
 

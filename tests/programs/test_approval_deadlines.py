@@ -21,11 +21,10 @@ import threadline
 from core.errors import ErrorCode, ThreadlineError
 from core.models import ConversationState, ConversationStatus
 from core.settings import Settings
-from core.temporal import data_converter, workflow_id
-from store.backends.blobs import FolderBlobs
+from core.temporal import workflow_id
 from store.backends.folder import FolderStore
 from tests.support import acting_programs
-from tests.support.timeskip import find_test_server, skipping_settings
+from tests.support.timeskip import skipping_settings, time_skipping
 from threadline.acting import Waiting
 from threadline.client import Conversation, connect
 from worker import build_worker
@@ -38,9 +37,7 @@ DENY_IN_AN_HOUR = {"calls": "changes", "within": "PT1H", "then": "deny", "remind
 @pytest_asyncio.fixture(name="skipping")
 async def _skipping(tmp_path: Path) -> AsyncIterator[WorkflowEnvironment]:
     """A time-skipping server of the test's own: no timer of another test can hold its clock."""
-    async with await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=find_test_server(), data_converter=data_converter(FolderBlobs(tmp_path / "payloads"))
-    ) as env:
+    async with await time_skipping(tmp_path / "payloads") as env:
         yield env
 
 

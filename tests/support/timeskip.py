@@ -7,11 +7,15 @@ import dataclasses
 import shutil
 import sys
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
 
 from core.settings import Settings
+from core.temporal import data_converter
+from store.backends.blobs import FolderBlobs
+from threadline.devserver import START_TIMEOUT
 
 
 def find_test_server() -> str:
@@ -20,6 +24,15 @@ def find_test_server() -> str:
     if found is None:
         raise RuntimeError("no temporal-test-server next to Python: install the test extra")
     return found
+
+
+async def time_skipping(payloads: Path) -> WorkflowEnvironment:
+    """A started time-skipping server (use it with `async with`), its payloads kept in the folder `payloads`."""
+    return await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=find_test_server(),
+        data_converter=data_converter(FolderBlobs(payloads)),
+        test_server_startup_timeout=timedelta(seconds=START_TIMEOUT),  # the SDK's 5 s fails on a loaded machine
+    )
 
 
 def skipping_settings(env: WorkflowEnvironment, data: Path, *, programs: tuple[str, ...] = ()) -> Settings:

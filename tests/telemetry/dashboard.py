@@ -17,6 +17,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
@@ -28,7 +29,7 @@ from tests.telemetry.drawing import Line, draw
 from tests.telemetry.prometheus import DASHBOARD, Panel, Prometheus, binary, legend, panels, rate_interval
 from tests.telemetry.traffic import Stack, one_round, outage_possible
 from threadline.client import connect
-from threadline.devserver import find_temporal_binary
+from threadline.devserver import START_TIMEOUT, find_temporal_binary
 from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 
 SCRAPE_S = 5.0
@@ -64,6 +65,7 @@ async def record(root: Path, minutes: float) -> Recorded:
         dev_server_log_level="error",
         data_converter=data_converter(FolderBlobs(root / "payloads")),
         search_attributes=list(SEARCH_ATTRIBUTE_KEYS),
+        dev_server_startup_timeout=timedelta(seconds=START_TIMEOUT),
         ip="127.0.0.1",
     )
     async with env:
