@@ -1,6 +1,6 @@
 """Service benchmark: a busy service's turns, most of them on conversations the worker has not cached.
 
-    python -m bench.service [--conversations 5000] [--cache 500] [--minutes 5] [--load 0.7]
+    python -m bench.service [--conversations 5000] [--cache 500] [--minutes 5] [--load 0.7 | --rate R]
 
 One dev server and an in-process worker per system (bench/turns.py's `started`), each caching
 `--cache` conversations (`max_cached_workflows`): Threadline (`await chat(...)`, the offline model)
@@ -12,7 +12,8 @@ one activity appending one fsynced line). For each system in turn:
 2. Capacity: `CLOSED` senders, one after another, for `CAPACITY_S` seconds, each send to a
    conversation drawn Zipf-like (weight 1/rank; the ranks shuffled): turns per second.
 3. The schedule: sends arriving at random (Poisson) at `--load` of the smaller capacity of the two
-   systems, for `--minutes`, each to a conversation drawn the same way; the same seed, so both
+   systems (or `--rate` sends per second: an earlier run's schedule, to compare two versions at
+   one rate), for `--minutes`, each to a conversation drawn the same way; the same seed, so both
    systems get the same sends at the same moments. A send to a conversation with a turn still
    running waits for it (as a user waits for the answer). Latency is from the send's scheduled
    moment until its answer is back.
@@ -222,7 +223,9 @@ async def open_loop(send: Send, sends: list[tuple[float, int]], run: Run) -> Non
     await asyncio.gather(*(one(k, at, i) for k, (at, i) in enumerate(sends)))
 
 
-async def bench(count: int, cache: int, seconds: float, load: float) -> tuple[list[Row], Chart]:
+async def bench(
+    count: int, cache: int, seconds: float, load: float, fixed: float | None = None
+) -> tuple[list[Row], Chart]:
     runs = {name: Run() for name in SYSTEMS}
     with tempfile.TemporaryDirectory(prefix="bench-service-") as tmp:
         async with started(Path(tmp), cache=cache) as b:
@@ -233,12 +236,13 @@ async def bench(count: int, cache: int, seconds: float, load: float) -> tuple[li
                 runs[name].capacity = await capacity(send[name], count)
                 asked = f"; sends asked again so far: {runs[name].asked:,}" if name == "threadline" else ""
                 print(f"  {name}: capacity {runs[name].capacity:.1f} turns/s{asked}", flush=True)
-            rate = load * min(r.capacity for r in runs.values())
+            smaller = min(r.capacity for r in runs.values())
+            rate = fixed or load * smaller
             sends = schedule(count, rate, seconds)
             share = cold_share(sends, count, cache)
             print(
-                f"  schedule: {len(sends):,} sends over {seconds:.0f} s ({rate:.1f}/s, {load:.0%} of the smaller "
-                f"capacity); cold (outside the {cache:,} most recently sent to): {share:.0%}",
+                f"  schedule: {len(sends):,} sends over {seconds:.0f} s ({rate:.1f}/s, {rate / smaller:.0%} of the "
+                f"smaller capacity); cold (outside the {cache:,} most recently sent to): {share:.0%}",
                 flush=True,
             )
             store = b.settings.store_folder("default")
@@ -341,6 +345,7 @@ def main(argv: Sequence[str] = ()) -> list[Row]:
     parser.add_argument("--cache", type=int, default=500)
     parser.add_argument("--minutes", type=float, default=5.0)
     parser.add_argument("--load", type=float, default=0.7)
+    parser.add_argument("--rate", type=float, help="sends per second (an earlier run's schedule), not --load")
     args = parser.parse_args(list(argv))
     quiet_logs()
     import temporalio
@@ -353,7 +358,7 @@ def main(argv: Sequence[str] = ()) -> list[Row]:
         flush=True,
     )
     started_at = time.perf_counter()
-    rows, made = asyncio.run(bench(args.conversations, args.cache, 60 * args.minutes, args.load))
+    rows, made = asyncio.run(bench(args.conversations, args.cache, 60 * args.minutes, args.load, args.rate))
     for path in draw([made], CHARTS):
         print(f"  chart: {path.relative_to(CHARTS.parent.parent)}")
     elapsed = time.perf_counter() - started_at
