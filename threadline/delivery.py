@@ -213,14 +213,16 @@ class Delivery:
         That update is durable only once a worker accepted it. When it is not answered within
         `ACCEPT_WAIT_S`, Threadline asks whether it was accepted (`_accepted`) and whether a worker is
         on it though slow to accept (`_being_taken`: a busy worker, placing many sends; waited for,
-        looking again after 3, 6, then every 12 s, for up to `KEPT_PATIENCE_S`). When neither (no worker, a dead one
-        Temporal still lists, a workflow task that keeps failing, an overloaded server), the send is
-        kept as a signal, durable at once (`_kept`). `place` then answers `Queued` at once; `send`,
-        whose caller waits for the outcome, goes on waiting for the update's answer (the workflow
-        answers it once the kept send ends) and answers `Queued` when no worker took it within
-        `KEPT_PATIENCE_S` (at once when no worker polls at all); `keep_waiting=False` answers a kept
-        `send` `Queued` at once too, as the command line does. The workflow queues a request id
-        once, so a late acceptance of the update, or the same send again, places nothing twice.
+        looking again after 3, 6, then every 12 s, for up to `KEPT_PATIENCE_S`). A caller that waits
+        for the outcome asks nothing while the client's other sends are being taken
+        (`_queued_behind`). When neither (no worker, a dead one Temporal still lists, a workflow task
+        that keeps failing), the send is kept as a signal, durable at once (`_kept`). `place` then
+        answers `Queued` at once; `send`, whose caller waits for the outcome, goes on waiting for the
+        update's answer (the workflow answers it once the kept send ends) and answers `Queued` when
+        no worker took it within `KEPT_PATIENCE_S` (at once when no worker polls at all);
+        `keep_waiting=False` answers a kept `send` `Queued` at once too, as the command line does.
+        The workflow queues a request id once, so a late acceptance of the update, or the same send
+        again, places nothing twice.
 
         Raises:
             Queued: the send is kept and no worker took it yet.
