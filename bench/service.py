@@ -351,9 +351,10 @@ def main(argv: Sequence[str] = ()) -> list[Row]:
     import temporalio
 
     print("Service benchmark: Threadline against the best bare conversation under one Zipf-like schedule")
+    pace = f"{args.rate:g} sends/s" if args.rate else f"{args.load:.0%} of capacity"
     print(
         f"  {args.conversations:,} conversations, worker cache {args.cache:,}, {args.minutes:g} min at "
-        f"{args.load:.0%} of capacity; temporalio {temporalio.__version__}, python {platform.python_version()}, "
+        f"{pace}; temporalio {temporalio.__version__}, python {platform.python_version()}, "
         f"os.cpu_count() = {os.cpu_count()}",
         flush=True,
     )
