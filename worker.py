@@ -37,6 +37,7 @@ from activities.toolcalls import ToolActivities
 from activities.transcript import TranscriptActivities
 from activities.waiting import WaitingActivities
 from core import logs, telemetry
+from core.collector import TunedCollector
 from core.runner import ContextFreeRunner, context_free
 from core.settings import Settings
 from core.temporal import connect_temporal
@@ -91,6 +92,8 @@ def build_worker(
         providers: The model providers (default: the offline model only).
     """
     opened, plugins = _stores_of(settings, stores)
+    if settings.worker_gc == "tuned":
+        plugins.append(TunedCollector())
     calls = CallWriter(call_logs(settings, opened if stores is None else stores))
     logs = LogCache(opened.records)
     programs = load_programs(settings.programs)

@@ -107,6 +107,14 @@ def _positive(env: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
+def _one_of(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    """The setting `name`, one of `choices` (unset or empty: the first)."""
+    raw = (env.get(name) or choices[0]).strip().lower()
+    if raw not in choices:
+        raise ThreadlineError(ErrorCode.INVALID_REQUEST, f"{name}={raw!r} is not one of: {', '.join(choices)}")
+    return raw
+
+
 def _modules(spec: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in spec.split(",") if name.strip())
 
@@ -190,6 +198,10 @@ class Settings:
     budgets: dict[str, Budget] = field(default_factory=dict)
     """`THREADLINE_BUDGETS={"store": {"tokens": N, "cost": X}}`: the budget of every conversation of a store,
     checked beside the conversation's own."""
+    worker_gc: str = "tuned"
+    """`THREADLINE_WORKER_GC`: `tuned` (the default) tunes the garbage collector of a process while a worker
+    runs in it, so that full collections, which stop every turn in flight, come rarely and walk less
+    (`core/collector.py`); `python` leaves the interpreter's collector as it is."""
     metrics_bind: str | None = None
     """`THREADLINE_METRICS_BIND=host:port`: serve Prometheus metrics on `http://host:port/metrics` (the
     Temporal SDK's and Threadline's; `--metrics-port` of `worker`, `dev` and `serve` binds loopback)."""
@@ -218,6 +230,7 @@ class Settings:
             turns_per_run=_positive(env, "THREADLINE_TURNS_PER_RUN", DEFAULT_TURNS_PER_RUN),
             encryption=EncryptionKeys.from_env(env),
             metrics_bind=env.get("THREADLINE_METRICS_BIND") or None,
+            worker_gc=_one_of(env, "THREADLINE_WORKER_GC", ("tuned", "python")),
             prices=parse_prices(env.get("THREADLINE_PRICES", "")),
             budgets=parse_budgets(env.get("THREADLINE_BUDGETS", "")),
         )

@@ -245,6 +245,7 @@ def test_the_configuration_defaults_are_the_codes() -> None:
         "THREADLINE_ATTRIBUTES_EVERY_S": f"{settings.attributes_every_s:g}",
         "THREADLINE_WORKFLOW_CACHE": str(settings.workflow_cache),
         "THREADLINE_TURNS_PER_RUN": str(settings.turns_per_run),
+        "THREADLINE_WORKER_GC": settings.worker_gc,
         "THREADLINE_PAYLOADS": f"$THREADLINE_DATA/{settings.payload_folder.relative_to(settings.data)}",
         "THREADLINE_MAX_BODY_BYTES": str(service.max_body_bytes),
         "THREADLINE_HEADER_TIMEOUT_S": f"{service.limits.header_timeout_s:g}",
