@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
 from datetime import timedelta
 from typing import Any
 
 import structlog
-from temporalio.client import Client, WorkflowHistory
+from temporalio.client import Client
 from temporalio.converter import DataConverter
-from temporalio.worker import Plugin, Replayer, ReplayerConfig, Worker, WorkerConfig, WorkflowReplayResult
+from temporalio.worker import Plugin, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.calls import CallWriter
@@ -38,6 +38,7 @@ from activities.transcript import TranscriptActivities
 from activities.waiting import WaitingActivities
 from core import logs, telemetry
 from core.collector import TunedCollector
+from core.plugins import RunPlugin
 from core.runner import ContextFreeRunner, context_free
 from core.settings import Settings
 from core.temporal import connect_temporal
@@ -176,18 +177,11 @@ def _stores_of(settings: Settings, stores: Mapping[str, object] | StoreSet | Non
     return made, [ClosingStores(made)]
 
 
-Replays = AsyncIterator[WorkflowReplayResult]
-
-
-class ClosingStores(Plugin):
+class ClosingStores(RunPlugin):
     """Closes a worker's own store set (pools, listeners, stream writers) once the worker has stopped."""
 
     def __init__(self, stores: StoreSet) -> None:
         self.stores = stores
-
-    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        """Nothing to change."""
-        return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """Run the worker, then close the stores, however it stopped."""
@@ -195,19 +189,6 @@ class ClosingStores(Plugin):
             await next(worker)
         finally:
             await self.stores.close()
-
-    def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
-        """Nothing to change: a replayer opens no store."""
-        return config
-
-    def run_replayer(
-        self,
-        replayer: Replayer,
-        histories: AsyncIterator[WorkflowHistory],
-        next: Callable[[Replayer, AsyncIterator[WorkflowHistory]], AbstractAsyncContextManager[Replays]],
-    ) -> AbstractAsyncContextManager[Replays]:
-        """Replay as without the plugin."""
-        return next(replayer, histories)
 
 
 def activities_of(*holders: object) -> list[Callable[..., Any]]:

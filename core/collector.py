@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Awaitable, Callable
 
-from temporalio.client import WorkflowHistory
-from temporalio.worker import Plugin, Replayer, ReplayerConfig, Worker, WorkerConfig, WorkflowReplayResult
+from temporalio.worker import Worker
+
+from core.plugins import RunPlugin
 
 YOUNG = 10_000
 """Net container allocations between young collections while a worker runs (CPython's default: 700)."""
@@ -62,12 +62,8 @@ def restore() -> None:
         _found = None
 
 
-class TunedCollector(Plugin):
+class TunedCollector(RunPlugin):
     """Tunes the process's garbage collector while the worker runs (`tune`, `restore`)."""
-
-    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        """Nothing to change."""
-        return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """Run the worker with the collector tuned, put back however it stopped."""
@@ -76,19 +72,3 @@ class TunedCollector(Plugin):
             await next(worker)
         finally:
             restore()
-
-    def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
-        """Nothing to change."""
-        return config
-
-    def run_replayer(
-        self,
-        replayer: Replayer,
-        histories: AsyncIterator[WorkflowHistory],
-        next: Callable[
-            [Replayer, AsyncIterator[WorkflowHistory]],
-            AbstractAsyncContextManager[AsyncIterator[WorkflowReplayResult]],
-        ],
-    ) -> AbstractAsyncContextManager[AsyncIterator[WorkflowReplayResult]]:
-        """Replay as without the plugin: a replay is short, and its process is not a worker's."""
-        return next(replayer, histories)
