@@ -7,15 +7,11 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
 
-from core.temporal import data_converter
-from store.backends.blobs import FolderBlobs
-from threadline.devserver import START_TIMEOUT, find_temporal_binary
-from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
+from tests.support.servers import dev_server
 
 
 @contextlib.contextmanager
@@ -41,11 +37,4 @@ async def start_dev_server(payloads: Path | None = None) -> WorkflowEnvironment:
     """
     folder = payloads or Path(tempfile.mkdtemp(prefix="bench-payloads-"))
     with stdout_to_devnull():
-        return await WorkflowEnvironment.start_local(
-            dev_server_existing_path=find_temporal_binary(),
-            dev_server_log_level="error",
-            data_converter=data_converter(FolderBlobs(folder)),
-            search_attributes=list(SEARCH_ATTRIBUTE_KEYS),
-            dev_server_startup_timeout=timedelta(seconds=START_TIMEOUT),
-            ip="127.0.0.1",
-        )
+        return await dev_server(folder, log_level="error")

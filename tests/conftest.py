@@ -7,7 +7,6 @@ import dataclasses
 import logging
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -19,14 +18,11 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from core.settings import Settings
-from core.temporal import data_converter
-from store.backends.blobs import FolderBlobs
 from tests.support.fakeprovider import FakeProvider
 from tests.support.pg_kit import postgres_server
+from tests.support.servers import dev_server
 from threadline.client import Threadline, connect
-from threadline.devserver import START_TIMEOUT, find_temporal_binary
 from worker import build_worker
-from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 
 SUGGEST_CONTINUE_AS_NEW_AT = 120
 """Events after which the test server suggests continue-as-new (its default is 4,096)."""
@@ -81,14 +77,7 @@ def _payloads(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest_asyncio.fixture(scope="session", name="env")
 async def _env(payloads: Path) -> AsyncIterator[WorkflowEnvironment]:
     extra = ["--dynamic-config-value", f"limit.historyCount.suggestContinueAsNew={SUGGEST_CONTINUE_AS_NEW_AT}"]
-    async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=find_temporal_binary(),
-        data_converter=data_converter(FolderBlobs(payloads)),
-        search_attributes=list(SEARCH_ATTRIBUTE_KEYS),
-        dev_server_extra_args=extra,
-        dev_server_startup_timeout=timedelta(seconds=START_TIMEOUT),
-        ip="127.0.0.1",
-    ) as env:
+    async with await dev_server(payloads, extra_args=extra) as env:
         yield env
 
 

@@ -17,20 +17,14 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
-from temporalio.testing import WorkflowEnvironment
-
 from core.settings import Settings
-from core.temporal import data_converter
-from store.backends.blobs import FolderBlobs
+from tests.support.servers import dev_server
 from tests.telemetry.drawing import Line, draw
 from tests.telemetry.prometheus import DASHBOARD, Panel, Prometheus, binary, legend, panels, rate_interval
 from tests.telemetry.traffic import Stack, one_round, outage_possible
 from threadline.client import connect
-from threadline.devserver import START_TIMEOUT, find_temporal_binary
-from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 
 SCRAPE_S = 5.0
 """Prometheus' scrape interval here (deploy/prometheus/prometheus.yml's is 15 s)."""
@@ -60,14 +54,7 @@ class Recorded:
 
 async def record(root: Path, minutes: float) -> Recorded:
     """Run the traffic for `minutes` with Prometheus scraping it; what each panel shows then."""
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=find_temporal_binary(),
-        dev_server_log_level="error",
-        data_converter=data_converter(FolderBlobs(root / "payloads")),
-        search_attributes=list(SEARCH_ATTRIBUTE_KEYS),
-        dev_server_startup_timeout=timedelta(seconds=START_TIMEOUT),
-        ip="127.0.0.1",
-    )
+    env = await dev_server(root / "payloads", log_level="error")
     async with env:
         settings = dataclasses.replace(
             Settings.from_env({}),
