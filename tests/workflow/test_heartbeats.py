@@ -23,7 +23,7 @@ from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker import PollerBehaviorSimpleMaximum, UnsandboxedWorkflowRunner, Worker
 
 from activities.heartbeats import LATE_WAIT_S, Heartbeats, carry
 from tests.support.processes import ROOT
@@ -131,9 +131,15 @@ class Marked:
 
 
 async def _serve(address: str, namespace: str, queue: str) -> None:
-    """An activity worker on `queue` alone, as the process a test freezes."""
+    """An activity worker on `queue` alone, as the process a test freezes. It polls once at a time: each
+    poll waiting when it is frozen would be handed a try of its own, so with the SDK's five a frozen
+    worker could swallow every try the workflow allows (it did, once in a loaded suite)."""
     client = await Client.connect(address, namespace=namespace)
-    async with Worker(client, task_queue=queue, activities=[marked], interceptors=[Heartbeats()]):
+    one_poll = PollerBehaviorSimpleMaximum(maximum=1)
+    beats = [Heartbeats()]
+    async with Worker(
+        client, task_queue=queue, activities=[marked], interceptors=beats, activity_task_poller_behavior=one_poll
+    ):
         print("polling", flush=True)
         await asyncio.Event().wait()
 
