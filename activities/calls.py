@@ -31,9 +31,13 @@ class CallWriter:
         return self.logs.get(store)
 
     async def ended(self, store: str, conversation: ConversationLog, turn: Turn) -> None:
-        """Log `turn`'s call, once its `ended` record is in `conversation`'s log (off the event loop)."""
+        """Log `turn`'s call, once its `ended` record is in `conversation`'s log: on the event loop into a
+        folder (one unfsynced write, as a turn's stream is written), in a thread into a database."""
         calls = self.logs.get(store)
         if calls is None or turn.ended is None:
             return
         caller = {"kind": "threadline", "store": store}
+        if calls.local:
+            write_call(calls, conversation.conversation, conversation.log, turn.id, caller=caller)
+            return
         await in_store_thread(write_call, calls, conversation.conversation, conversation.log, turn.id, caller=caller)

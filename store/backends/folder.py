@@ -169,14 +169,32 @@ class FolderStore:
     def read(self, conversation: str, after: int = 0, *, limit: int | None = None) -> list[dict[str, Any]]:
         """Return the records after position `after` (fresh objects), at most `limit` of them, without
         taking the lock."""
+        records = self._read(conversation, after, limit, wait=True)
+        assert records is not None
+        return records
+
+    def read_nowait(
+        self, conversation: str, after: int = 0, *, limit: int | None = None
+    ) -> list[dict[str, Any]] | None:
+        """`read`, or None at once while this process appends to the conversation (its mutex is held
+        through the append's fsync): a read an event loop makes itself, never waiting on the disk's
+        flush."""
+        return self._read(conversation, after, limit, wait=False)
+
+    def _read(self, conversation: str, after: int, limit: int | None, *, wait: bool) -> list[dict[str, Any]] | None:
         check_id(conversation)
         fd = _open(self._dir / f"{conversation}.jsonl", os.O_RDONLY)
         try:
-            with self._mutex(conversation):
+            mutex = self._mutex(conversation)
+            if not mutex.acquire(blocking=wait):
+                return None
+            try:
                 held = self._sync(conversation, fd, repair=False)
                 first = min(max(int(after or 0), 0), len(held))
                 last = len(held) if limit is None else min(len(held), first + max(int(limit), 0))
                 starts, ends = held.starts[first:last], held.ends[first:last]
+            finally:
+                mutex.release()
             # Parsed outside the mutex: the descriptor keeps reading this very file, even if replaced.
             return _records(fd, starts, ends) if fd is not None else []
         finally:

@@ -56,6 +56,12 @@ class MemoryStore:
         with self._changed:
             return [copy_value(r) for r in self._records.get(conversation, [])[first:last]]
 
+    def read_nowait(
+        self, conversation: str, after: int = 0, *, limit: int | None = None
+    ) -> list[dict[str, Any]] | None:
+        """`read`: its lock is never held while waiting on anything, so a read on an event loop never waits."""
+        return self.read(conversation, after, limit=limit)
+
     def wait(self, conversation: str, after: int, timeout: float) -> bool:
         """Block until more than `after` records are held or `timeout` seconds pass."""
         check_id(conversation)

@@ -98,7 +98,10 @@ async def in_store_thread(function: Callable[..., T], *args: Any, **kwargs: Any)
 
 
 class Threaded:
-    """A blocking `Store` (a folder, memory) as an `AsyncStore`: each call runs in a worker thread.
+    """A blocking `Store` (a folder, memory) as an `AsyncStore`: each call runs in a worker thread,
+    but a read of a store that can answer it at once (`read_nowait`: this machine's files or memory,
+    when no append of this process holds the conversation) is made on the caller's loop. A hand-off
+    to a thread and back costs more than such a read, and a turn reads its log before each step.
 
     A file error that an outage causes (`OUTAGES`, permissions included) becomes `store-unavailable`
     (retryable), with the system's reason and no path; any other file error stays what it is.
@@ -106,6 +109,7 @@ class Threaded:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._read_now: Callable[..., list[Record] | None] | None = getattr(store, "read_nowait", None)
 
     def __repr__(self) -> str:
         return f"Threaded({self.store!r})"
@@ -116,6 +120,14 @@ class Threaded:
 
     async def read(self, conversation: str, after: int = 0, *, limit: int | None = None) -> list[Record]:
         """See `AsyncStore.read`."""
+        if self._read_now is not None:
+            try:
+                records = self._read_now(conversation, after, limit=limit)
+            except OSError as err:
+                raise _outage("read", err) from None
+            if records is not None:
+                await asyncio.sleep(0)  # still a point where others run, as a read in a thread was
+                return records
         return await self._call("read", self.store.read, conversation, after, limit=limit)
 
     async def wait(self, conversation: str, after: int, timeout: float) -> bool:
@@ -165,10 +177,15 @@ class Threaded:
         try:
             return await in_store_thread(function, *args, **kwargs)
         except OSError as err:
-            if err.errno not in OUTAGES:
-                raise
-            message = f"the store cannot be {what} now ({err.strerror}); it is retried until the store is back"
-            raise ThreadlineError(ErrorCode.STORE_UNAVAILABLE, message, retryable=True) from None
+            raise _outage(what, err) from None
+
+
+def _outage(what: str, err: OSError) -> Exception:
+    """`store-unavailable` for a file error an outage causes (`OUTAGES`); any other error as it is."""
+    if err.errno not in OUTAGES:
+        return err
+    message = f"the store cannot be {what} now ({err.strerror}); it is retried until the store is back"
+    return ThreadlineError(ErrorCode.STORE_UNAVAILABLE, message, retryable=True)
 
 
 class ConversationLog:

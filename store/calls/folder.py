@@ -49,6 +49,8 @@ class CallFolder:
         folder: The folder (`~` expanded, made absolute); created 0700 on the first write.
     """
 
+    local = True
+
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(os.fspath(folder)).expanduser().absolute()
         self.where = str(self.folder)

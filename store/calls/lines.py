@@ -42,6 +42,9 @@ class CallLog(Protocol):
 
     where: str
     """Where the log is (a folder, or a database schema), never a secret."""
+    local: bool
+    """Whether it is this machine's files: an unfsynced `write` is then a call into the page cache,
+    which a caller on an event loop makes there rather than in a thread."""
 
     def write(self, lines: Sequence[bytes], *, durable: bool = False) -> None:
         """Append whole lines (each ending in a newline); `durable` waits until they are on disk."""

@@ -43,6 +43,8 @@ class PostgresCallLog:
         store: The store whose connections and schema it uses (it stays its owner's to close).
     """
 
+    local = False
+
     def __init__(self, store: Connections) -> None:
         self.store = store
         self.where = f"postgresql schema {store.schema}"

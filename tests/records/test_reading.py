@@ -4,7 +4,11 @@ applies each record exactly once however many reads overlap while another proces
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import os
 import sys
+import threading
+import time
 from pathlib import Path
 
 from core.errors import ThreadlineError
@@ -89,3 +93,45 @@ async def test_own_appends_overlapping_reads_and_another_writer_equal_a_fresh_re
     fresh = Log(FolderStore(folder).read(cid))
     assert _summary(fresh) == _summary(log.log)
     assert 60 == sum(tid.startswith("t") and log.log.turns[tid].stops == 1 for tid in log.log.order)
+
+
+class _NotedStore(FolderStore):
+    """A folder store that notes which thread each read ran on."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(folder)
+        self.threads: list[int] = []
+
+    def read_nowait(self, conversation: str, after: int = 0, *, limit: int | None = None) -> list[Record] | None:
+        self.threads.append(threading.get_ident())
+        return super().read_nowait(conversation, after, limit=limit)
+
+
+async def test_a_read_runs_on_the_loop_unless_an_append_holds_the_conversation(folder: Path, cid: str) -> None:
+    """A read is made on the event loop's own thread. While an append of this process holds the
+    conversation (here blocked behind another writer's flock, as functai takes it), `read_nowait`
+    answers None at once and the read waits in a thread: the loop runs on meanwhile."""
+    store = _NotedStore(folder)
+    threaded = Threaded(store)
+    await threaded.append(cid, [turn_record("t1", parent=None, program="p", inputs={})])
+    assert ["t1"] == [r["turn"] for r in await threaded.read(cid)]
+    assert [threading.get_ident()] == store.threads
+
+    lock = os.open(folder / "conversations" / f"{cid}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        appending = asyncio.create_task(threaded.append(cid, [stop_record("t1")], expect=1))
+        deadline = time.monotonic() + 10
+        while store.read_nowait(cid) is not None:  # the append holds the conversation, waiting on the flock
+            assert time.monotonic() < deadline, "the append never took the conversation"
+            await asyncio.sleep(0.01)
+        reading = asyncio.create_task(threaded.read(cid))
+        began = time.monotonic()
+        await asyncio.sleep(0.3)
+        assert time.monotonic() - began < 2.0  # the loop was not held by the waiting read
+        assert not reading.done()
+        assert not appending.done()
+    finally:
+        os.close(lock)  # releases the flock: the append, then the read, go on
+    assert 2 == await appending
+    assert ["turn", "stop"] == [r["kind"] for r in await reading]
