@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 from pathlib import Path
 
 import functai
+import pytest
 from functai import schemas
 from temporalio.client import Client
 
 from core.settings import Settings
 from store.backends.folder import FolderStore
+from tests.chaos.outage import can_chattr
 from tests.support.calllog_kit import call_records, functai_rows, functai_turn
 from threadline.client import connect
 from worker import build_worker
@@ -64,3 +67,32 @@ async def test_the_call_log_folder_is_a_setting(client: Client, settings: Settin
     assert elsewhere == Settings.from_env({"THREADLINE_CALL_LOGS": f"default={elsewhere}"}).call_log_folder("default")
     assert [turn.id] == [c["id"] for c in functai.calllog.read(str(elsewhere))[0]]
     assert not (settings.store_folder("default") / "calls").exists()
+
+
+async def test_a_call_log_that_cannot_be_written_never_stands_in_a_turns_way(
+    client: Client, settings: Settings, tmp_path: Path, cid: str
+) -> None:
+    """The call-log folder immutable (`chattr +i`: no file can be made in it, even by root): the turn
+    ends done without its call record, which the worker writes on its event loop; once the folder
+    can be written again, the next turn's record is there."""
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    if not can_chattr(calls):
+        pytest.skip("needs root and a file system with chattr")
+    moved = dataclasses.replace(settings, call_logs={"default": calls})
+    _immutable(calls, True)
+    try:
+        async with build_worker(client, moved):
+            chat = (await connect(moved, client=client)).conversation("tutor", id=cid)
+            first = await chat.predict("one")
+            _immutable(calls, False)
+            second = await chat.predict("two")
+    finally:
+        _immutable(calls, False)
+
+    assert ("done", "done") == (first.state, second.state)
+    assert [second.id] == [c["id"] for c in functai.calllog.read(str(calls))[0]]
+
+
+def _immutable(folder: Path, on: bool) -> None:
+    subprocess.run(["chattr", "+i" if on else "-i", str(folder)], capture_output=True, check=True)
