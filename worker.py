@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
 import structlog
 from temporalio.client import Client
 from temporalio.converter import DataConverter
+from temporalio.plugin import SimplePlugin
 from temporalio.worker import Plugin, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -37,8 +38,7 @@ from activities.toolcalls import ToolActivities
 from activities.transcript import TranscriptActivities
 from activities.waiting import WaitingActivities
 from core import logs, telemetry
-from core.collector import TunedCollector
-from core.plugins import RunPlugin
+from core.collector import collector_plugin
 from core.runner import ContextFreeRunner, context_free
 from core.settings import Settings
 from core.temporal import connect_temporal
@@ -94,7 +94,7 @@ def build_worker(
     """
     opened, plugins = _stores_of(settings, stores)
     if settings.worker_gc == "tuned":
-        plugins.append(TunedCollector())
+        plugins.append(collector_plugin())
     calls = CallWriter(call_logs(settings, opened if stores is None else stores))
     logs = LogCache(opened.records)
     programs = load_programs(settings.programs)
@@ -174,21 +174,21 @@ def _stores_of(settings: Settings, stores: Mapping[str, object] | StoreSet | Non
         return stores, []
     given = None if stores is None else {name: Threaded(as_store(store)) for name, store in stores.items()}
     made = StoreSet(settings.named_stores(), records=given, hidden=settings.hidden_stores())
-    return made, [ClosingStores(made)]
+    return made, [_closing(made)]
 
 
-class ClosingStores(RunPlugin):
-    """Closes a worker's own store set (pools, listeners, stream writers) once the worker has stopped."""
+def _closing(stores: StoreSet) -> SimplePlugin:
+    """The worker plugin that closes a worker's own store set (pools, listeners, stream writers) once
+    the worker has stopped, however it stopped."""
 
-    def __init__(self, stores: StoreSet) -> None:
-        self.stores = stores
-
-    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
-        """Run the worker, then close the stores, however it stopped."""
+    @asynccontextmanager
+    async def closed_after() -> AsyncIterator[None]:
         try:
-            await next(worker)
+            yield
         finally:
-            await self.stores.close()
+            await stores.close()
+
+    return SimplePlugin("threadline.closing-stores", run_context=closed_after)
 
 
 def activities_of(*holders: object) -> list[Callable[..., Any]]:

@@ -8,7 +8,7 @@ collection walks every tracked object of the process (a few hundred thousand in 
 hundreds of conversations) and stops the event loop meanwhile: 0.4 s each on these machines
 (`python -m bench.service`, docs/benchmarks.md), which every turn in flight waits out.
 
-While a worker runs (`TunedCollector`, a worker plugin):
+While a worker runs (`collector_plugin`, a worker plugin):
 
 - everything that exists when the first worker starts (modules, classes, the SDK, the worker's
   setup) is moved to the permanent generation (`gc.freeze`), which no collection walks again;
@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
-from temporalio.worker import Worker
-
-from core.plugins import RunPlugin
+from temporalio.plugin import SimplePlugin
 
 YOUNG = 10_000
 """Net container allocations between young collections while a worker runs (CPython's default: 700)."""
@@ -62,13 +61,16 @@ def restore() -> None:
         _found = None
 
 
-class TunedCollector(RunPlugin):
-    """Tunes the process's garbage collector while the worker runs (`tune`, `restore`)."""
+@asynccontextmanager
+async def tuned() -> AsyncIterator[None]:
+    """The collector tuned meanwhile (`tune`), put back however the block ends (`restore`)."""
+    tune()
+    try:
+        yield
+    finally:
+        restore()
 
-    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
-        """Run the worker with the collector tuned, put back however it stopped."""
-        tune()
-        try:
-            await next(worker)
-        finally:
-            restore()
+
+def collector_plugin() -> SimplePlugin:
+    """The worker plugin that runs its worker with the process's collector `tuned`."""
+    return SimplePlugin("threadline.worker-gc", run_context=tuned)
