@@ -14,7 +14,9 @@ Release 0.5.0 (0686863) recorded the `-0.5-` files, before `lean-history-2`: its
 for lost turns and read the flow back. Release 0.6.0 (71ac80c) recorded the `-0.6-` files: its
 continued runs take what the run before handed over. Release 0.9.2 (4a77c48) recorded the `-0.9-`
 files, before `lean-history-4`: the first run of each conversation looks for lost turns and reads the
-flow back in local activities before its first send. Run it once for each release a rolling deploy
+flow back in local activities before its first send. Release 0.11.1 (551f35f) recorded the `-0.11-`
+files, with `lean-history-4`: a run's one marker, and the first run's look left to its first send's
+step (`place_and_run` with `opening`). Run it once for each release a rolling deploy
 may leave runs of (a newer release with a workflow change adds its own); never again for a release
 already kept.
 
@@ -59,7 +61,7 @@ from worker import build_worker
 
 HERE = Path(__file__).parent / "histories"
 UNHANDLED_COMMAND = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND
-RELEASES = {"0.5": "0686863", "0.6": "71ac80c", "0.9": "4a77c48"}
+RELEASES = {"0.5": "0686863", "0.6": "71ac80c", "0.9": "4a77c48", "0.11": "551f35f"}
 """The commit of each release whose continued runs are kept (`--release`)."""
 RUN_TURNS = 3
 """Turns a run serves in the conversations of `RUN_MAKERS`: three runs in a few turns each (the
