@@ -13,6 +13,11 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.support.servers import dev_server
 
+TRANSFER_POLLS = os.environ.get("BENCH_TRANSFER_POLLS")
+"""`history.transferProcessorMaxPollRPS` of the benchmarks' dev server when set (`BENCH_TRANSFER_POLLS`):
+unset, the server runs as `threadline dev` starts it (1,000, `threadline.devserver.DYNAMIC_CONFIG`); 20
+is the server's own default, at which every sequential turn of every system ends on a 50 ms tick."""
+
 
 @contextlib.contextmanager
 def stdout_to_devnull() -> Iterator[None]:
@@ -37,4 +42,5 @@ async def start_dev_server(payloads: Path | None = None) -> WorkflowEnvironment:
     """
     folder = payloads or Path(tempfile.mkdtemp(prefix="bench-payloads-"))
     with stdout_to_devnull():
-        return await dev_server(folder, log_level="error")
+        polls = ("--dynamic-config-value", f"history.transferProcessorMaxPollRPS={TRANSFER_POLLS}")
+        return await dev_server(folder, log_level="error", extra_args=polls if TRANSFER_POLLS else ())
