@@ -22,6 +22,7 @@ from core.models import BeginInput, Budget, Paused, PlacedRun, PrepareResult, Re
 from core.temporal import coded
 from store.backends.reader import LogCache, now
 from store.backends.streams import Streams
+from store.log.rules import Shown
 from store.log.turns import Begin
 from store.programs.program import Program
 
@@ -96,7 +97,7 @@ class LLMActivities:
         A retry finds the turn its earlier try placed (`existing`, its own) and runs it on: claimed
         with the next attempt's lease, its answer never asked for again once recorded. A send that
         did not begin a turn here (busy, orphans, a turn of another writer's) comes back as placed."""
-        placed = await self.placing.place(input.model_copy(update={"at_once": True}))
+        placed, shown = await self.placing.place_shown(input.model_copy(update={"at_once": True}))
         if placed.kind == "existing" and placed.outcome is None:
             conversation = await self.logs.open(input.config.store, input.config.conversation, input.config.store_id)
             if not ours(conversation.log.turns[placed.turn]):
@@ -104,12 +105,13 @@ class LLMActivities:
         elif placed.kind != "begun":
             return PlacedRun.of(placed)
         run = RunInput(config=input.config, send=input.send, turn=placed.turn)
-        result = await self._run(run)
+        result = await self._run(run, shown=shown)
         # what the workflow knows already stays out of its history: the store it named, the log's length
         store_id = None if input.config.store_id else placed.store_id
         return PlacedRun.of(placed.model_copy(update={"records": 0, "store_id": store_id}), result)
 
-    async def _run(self, input: RunInput) -> RunResult:
+    async def _run(self, input: RunInput, *, shown: Shown | None = None) -> RunResult:
+        """Run the turn; `shown`: what placing it in this try decided it is shown (else read from the log)."""
         config = input.config
         program = find_program(self.programs, input.send.program or config.program)
         lm = input.send.lm or config.lm or self.default_model
@@ -117,7 +119,9 @@ class LLMActivities:
         tools: list[dict[str, Any]] = []
         if input.send.tools or input.attempt > 1:  # the caller's functions, as the turn recorded them
             tools = caller_tools(await conversation.turn(input.turn))
-        run = TurnRun(conversation, input, steps_for(program, tools), streams=self.streams.get(config.store))
+        run = TurnRun(
+            conversation, input, steps_for(program, tools), streams=self.streams.get(config.store), shown=shown
+        )
         run.on_end = functools.partial(self.calls.ended, config.store, conversation)
         try:
             provider, name = self.providers.resolve(lm)

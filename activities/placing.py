@@ -19,6 +19,7 @@ from core.limits import check_turn
 from core.models import BeginInput, BeginResult, Budget, ConversationConfig, OpenTurn, TurnSend, check_inputs
 from store.backends.reader import LogCache, now
 from store.flows.progress import holds_flows
+from store.log.rules import Shown
 from store.log.state import Log, Turn
 from store.log.turns import Begin, Busy, Existing, Steered, unowned
 from store.log.turns import begin_turn as decide_turn
@@ -60,7 +61,13 @@ class Placing:
         self.budgets = budgets
 
     async def place(self, input: BeginInput) -> BeginResult:
-        """Place `input.send`: `begun` (its records appended), `existing`, `busy`, `steered` or `orphans`.
+        """Place `input.send`: `begun` (its records appended), `existing`, `busy`, `steered` or `orphans`."""
+        placed, _ = await self.place_shown(input)
+        return placed
+
+    async def place_shown(self, input: BeginInput) -> tuple[BeginResult, Shown | None]:
+        """`place`, and what a turn it began is shown (`begin_turn` decided it before appending; the run
+        that follows in the same try takes it instead of reading the branch again). None otherwise.
 
         With `input.at_once` the send's own open turn (one this workflow placed under its request id)
         is found `existing` before any orphan is looked for: it is the turn of the step that places
@@ -78,12 +85,12 @@ class Placing:
         while True:
             log = await conversation.read()
             if input.at_once and send.request_id in log.request_ids:
-                return _existing(log, log.request_ids[send.request_id], send.request_id, store_id)
+                return _existing(log, log.request_ids[send.request_id], send.request_id, store_id), None
             if owner and (lost := unowned(log, owner, input.holding)):  # before a send goes beside them
                 orphans = [open_turn(self.programs, turn) for turn in lost]
-                return BeginResult(kind="orphans", turn=lost[0].id, orphans=orphans, store_id=store_id)
+                return BeginResult(kind="orphans", turn=lost[0].id, orphans=orphans, store_id=store_id), None
             if input.opening and holds_flows(log):  # the flow is offered the send first: read it back
-                return BeginResult(kind="flows", turn="", store_id=store_id)
+                return BeginResult(kind="flows", turn="", store_id=store_id), None
             if send.continue_from and send.continue_from not in log.turns:
                 raise ThreadlineError(ErrorCode.TURN_UNKNOWN, f"turn {send.continue_from} is not in this conversation")
             decided = decide_turn(log, program, request, now=now())  # no model request: `run_turn` builds it
@@ -91,9 +98,9 @@ class Placing:
             if isinstance(decided, Busy) or (isinstance(decided, Steered) and not held):
                 # a steer joins only a turn this workflow drives: it alone knows to place the steer again;
                 # and never a send placed at once, whose step would place it as a turn of its own
-                return BeginResult(kind="busy", turn=decided.turn, records=log.n, store_id=store_id)
+                return BeginResult(kind="busy", turn=decided.turn, records=log.n, store_id=store_id), None
             if isinstance(decided, Existing):
-                return _existing(log, decided.turn, send.request_id, store_id)
+                return _existing(log, decided.turn, send.request_id, store_id), None
             if isinstance(decided, Begin):  # before the model is asked and before anything is recorded
                 budgets = (send.limit(config), self.budgets.get(config.store))
                 self.check_budget(log, program, decided, request.inputs, budgets=budgets, lm=send.lm or config.lm)
@@ -105,11 +112,15 @@ class Placing:
                 continue
             if isinstance(decided, Steered):
                 logger.info("turn.steered", conversation=config.conversation, turn=decided.turn)
-                return BeginResult(
+                steered = BeginResult(
                     kind="steered", turn=decided.turn, parent=decided.parent, records=log.n, store_id=store_id
                 )
+                return steered, None
             logger.info("turn.begun", conversation=config.conversation, turn=decided.turn, parent=decided.parent)
-            return BeginResult(kind="begun", turn=decided.turn, parent=decided.parent, records=log.n, store_id=store_id)
+            begun = BeginResult(
+                kind="begun", turn=decided.turn, parent=decided.parent, records=log.n, store_id=store_id
+            )
+            return begun, decided.shown
 
     def check_budget(
         self,

@@ -66,7 +66,13 @@ class TurnRun:
     """One attempt at running a begun turn, doing `steps`."""
 
     def __init__(
-        self, conversation: ConversationLog, input: RunInput, steps: TurnSteps, *, streams: Streams | None = None
+        self,
+        conversation: ConversationLog,
+        input: RunInput,
+        steps: TurnSteps,
+        *,
+        streams: Streams | None = None,
+        shown: Shown | None = None,
     ) -> None:
         self.conversation = conversation
         self.input = input
@@ -79,6 +85,9 @@ class TurnRun:
         self.owned = max(input.attempt, _heartbeat_attempt())
         self.shown = Shown(turns=[], saw=[], rows=[])
         """What the turn is shown (nothing until it runs: a turn stopped before then saw nothing)."""
+        self._placed_shown = shown
+        """What placing the turn in this try decided it is shown: `shown_for_run` would read the same
+        from the log (the turns its rule picks are done ancestors, and the rest is recorded)."""
         self.ending = False
         """Whether this try appended (or tried to append) the turn's `ended` record."""
         self._restart = False
@@ -133,8 +142,11 @@ class TurnRun:
         early = await self._settle(await self.conversation.turn(self.turn, within=LOOK_AGAIN_S))
         if early is not None:
             return early
-        rule = rule_of(self.input.config, self.input.send)
-        self.shown = shown_for_run(self.conversation.log, self.program, self.turn, rule, now=now())
+        if self._placed_shown is not None and self.owned == 1:
+            self.shown = self._placed_shown
+        else:
+            rule = rule_of(self.input.config, self.input.send)
+            self.shown = shown_for_run(self.conversation.log, self.program, self.turn, rule, now=now())
         await self.steps.prepare(self, provider, model=model, name=name)
         gone = await self._gone(within=LOOK_AGAIN_S)
         if gone is not None:  # it ended (or was taken) meanwhile: no stream run starts
