@@ -12,6 +12,7 @@ from pathlib import Path
 from temporalio.testing import WorkflowEnvironment
 
 from tests.support.servers import dev_server
+from threadline.devserver import TRANSFER_POLLS as TRANSFER_POLLS_KEY
 
 TRANSFER_POLLS = os.environ.get("BENCH_TRANSFER_POLLS")
 """`history.transferProcessorMaxPollRPS` of the benchmarks' dev server when set (`BENCH_TRANSFER_POLLS`):
@@ -42,5 +43,5 @@ async def start_dev_server(payloads: Path | None = None) -> WorkflowEnvironment:
     """
     folder = payloads or Path(tempfile.mkdtemp(prefix="bench-payloads-"))
     with stdout_to_devnull():
-        polls = ("--dynamic-config-value", f"history.transferProcessorMaxPollRPS={TRANSFER_POLLS}")
+        polls = ("--dynamic-config-value", f"{TRANSFER_POLLS_KEY}={TRANSFER_POLLS}")
         return await dev_server(folder, log_level="error", extra_args=polls if TRANSFER_POLLS else ())

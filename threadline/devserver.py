@@ -41,7 +41,9 @@ SEARCH_ATTRIBUTES: tuple[tuple[str, str], ...] = tuple(
     (key.name, _TYPE_NAMES[key.indexed_value_type]) for key in SEARCH_ATTRIBUTE_KEYS
 )
 
-DYNAMIC_CONFIG: tuple[tuple[str, int], ...] = (("history.transferProcessorMaxPollRPS", 1000),)
+TRANSFER_POLLS = "history.transferProcessorMaxPollRPS"
+"""The dynamic config key of how often a history shard's transfer queue is read (the server's default: 20 a second)."""
+DYNAMIC_CONFIG: tuple[tuple[str, int], ...] = ((TRANSFER_POLLS, 1000),)
 """What the server is started with beyond its defaults (`--dynamic-config-value`). A dev server has one
 history shard, whose transfer queue it reads at most 20 times a second by default once a burst of about
 30 reads is spent; a task the server makes itself (the workflow task that follows an activity's end)
