@@ -43,15 +43,28 @@ SEARCH_ATTRIBUTES: tuple[tuple[str, str], ...] = tuple(
 
 TRANSFER_POLLS = "history.transferProcessorMaxPollRPS"
 """The dynamic config key of how often a history shard's transfer queue is read (the server's default: 20 a second)."""
-DYNAMIC_CONFIG: tuple[tuple[str, int], ...] = ((TRANSFER_POLLS, 1000),)
-"""What the server is started with beyond its defaults (`--dynamic-config-value`). A dev server has one
-history shard, whose transfer queue it reads at most 20 times a second by default once a burst of about
-30 reads is spent; a task the server makes itself (the workflow task that follows an activity's end)
-waits for the next read. A conversation whose turns came one after another therefore took 50 ms a turn
-after its first few dozen instead of about 20 (the offline model; docs/operations.md). With a hundred
-turns at once the reads are batched either way; there the higher limit cost the server about 5% more
-CPU a turn."""
+ATTRIBUTES_READ_AGAIN = "system.forceSearchAttributesCacheRefreshOnRead"
+"""The dynamic config key that makes a server read its search attributes' definitions from its database at
+every use instead of from its cache (a dev server's default: true; a production server's: false)."""
+DYNAMIC_CONFIG: tuple[tuple[str, int | bool], ...] = ((TRANSFER_POLLS, 1000), (ATTRIBUTES_READ_AGAIN, False))
+"""What the server is started with beyond its defaults (`--dynamic-config-value`).
+
+A dev server has one history shard, whose transfer queue it reads at most 20 times a second by default
+once a burst of about 30 reads is spent; a task the server makes itself (the workflow task that follows
+an activity's end) waits for the next read. A conversation whose turns came one after another therefore
+took 50 ms a turn after its first few dozen instead of about 20 (the offline model; docs/operations.md).
+With a hundred turns at once the reads are batched either way; there the higher limit cost the server
+about 5% more CPU a turn.
+
+A dev server also reads the namespace's search attribute definitions from its database each time a
+request or a workflow task names one, so that one just added is usable at once: about 10 reads of its
+cluster metadata and its namespace per turn of a conversation (which sets and upserts them), half the
+persistence operations of the turn. With the cache, as a production server runs, an attribute added to
+a running server is usable after the cache's next refresh, a few seconds later
+(`register_search_attributes` waits for it)."""
 START_TIMEOUT = 30.0
+ATTRIBUTES_USABLE_S = 30.0
+"""How long search attributes just added may take to become usable (a cache refresh: seconds)."""
 STOP_TIMEOUT = 10.0
 _POLL_INTERVAL = 0.05
 
@@ -60,7 +73,11 @@ logger = structlog.get_logger(__name__)
 
 def dynamic_config_args() -> list[str]:
     """`DYNAMIC_CONFIG` as `temporal server start-dev` flags (a later flag for the same key wins)."""
-    return [arg for key, value in DYNAMIC_CONFIG for arg in ("--dynamic-config-value", f"{key}={value}")]
+    return [arg for key, value in DYNAMIC_CONFIG for arg in ("--dynamic-config-value", f"{key}={_flag(value)}")]
+
+
+def _flag(value: int | bool) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def find_temporal_binary() -> str:
@@ -106,6 +123,24 @@ async def register_search_attributes(client: Client, namespace: str) -> None:
         with _registering(namespace):
             add = AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
             await client.operator_service.add_search_attributes(add)
+        await _until_usable(client, list(missing))
+
+
+async def _until_usable(client: Client, names: list[str]) -> None:
+    """Return once a query naming `names` is accepted: a server that caches its search attributes'
+    definitions (`ATTRIBUTES_READ_AGAIN` off) knows attributes added meanwhile after its next refresh."""
+    query = " OR ".join(f"{name} IS NOT NULL" for name in names)
+    deadline = time.monotonic() + ATTRIBUTES_USABLE_S
+    while True:
+        try:
+            with crossing():
+                await client.count_workflows(query)
+            return
+        except ThreadlineError as err:
+            if time.monotonic() >= deadline:
+                added = ", ".join(names)
+                raise _unavailable(f"Search attributes {added} were added but are not usable: {err.message}") from None
+        await asyncio.sleep(_POLL_INTERVAL)
 
 
 @contextlib.contextmanager

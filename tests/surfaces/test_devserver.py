@@ -82,9 +82,10 @@ async def test_started_server_has_search_attributes_and_stops(tmp_path: Path) ->
         os.kill(pid, 0)
 
 
-async def test_the_server_reads_its_transfer_queue_more_often_than_its_default(tmp_path: Path) -> None:
-    """The server runs with `DYNAMIC_CONFIG` (a transfer queue read up to 1,000 times a second, not 20:
-    sequential turns no longer wait for the next of 20 ticks a second); a caller's flag for the same key
+async def test_the_server_runs_with_its_dynamic_config(tmp_path: Path) -> None:
+    """The server runs with `DYNAMIC_CONFIG`: a transfer queue read up to 1,000 times a second, not 20
+    (sequential turns no longer wait for the next of 20 ticks a second), and search attribute definitions
+    read from the server's cache, not from its database at every use; a caller's flag for the same key
     comes later, so it wins."""
     async with DevServer(tmp_path, port=free_port(), ui_port=None, extra_args=["--log-format", "json"]) as server:
         assert server.pid is not None
@@ -92,7 +93,7 @@ async def test_the_server_reads_its_transfer_queue_more_often_than_its_default(t
     arguments = cmdline.decode().split("\0")
 
     given = [arguments[i + 1] for i, arg in enumerate(arguments[:-1]) if arg == "--dynamic-config-value"]
-    assert ["history.transferProcessorMaxPollRPS=1000"] == given
+    assert ["history.transferProcessorMaxPollRPS=1000", "system.forceSearchAttributesCacheRefreshOnRead=false"] == given
     assert arguments.index("--log-format") > arguments.index("--dynamic-config-value")
 
 
