@@ -46,21 +46,13 @@ TRANSFER_POLLS = "history.transferProcessorMaxPollRPS"
 ATTRIBUTES_READ_AGAIN = "system.forceSearchAttributesCacheRefreshOnRead"
 """The dynamic config key that makes a server read its search attributes' definitions from its database at
 every use instead of from its cache (a dev server's default: true; a production server's: false)."""
-DYNAMIC_CONFIG: tuple[tuple[str, int | bool], ...] = ((TRANSFER_POLLS, 1000), (ATTRIBUTES_READ_AGAIN, False))
-"""What the server is started with beyond its defaults (`--dynamic-config-value`).
-
-A dev server has one history shard, whose transfer queue it reads at most 20 times a second by default
-once a burst of about 30 reads is spent; a task the server makes itself (the workflow task that follows
-an activity's end) waits for the next read. A conversation whose turns came one after another therefore
-took 50 ms a turn after its first few dozen instead of about 20 (the offline model; docs/operations.md).
-With a hundred turns at once the reads are batched either way; there the higher limit cost the server
-about 5% more CPU a turn.
-
-A dev server also reads the namespace's search attribute definitions from its database each time a
-request or a workflow task names one, so that one just added is usable at once: about 10 reads of its
-cluster metadata and its namespace per turn of a conversation (which sets and upserts them), half the
-persistence operations of the turn. With the cache, as a production server runs, an attribute added to
-a running server is usable after the cache's next refresh, a few seconds later
+DYNAMIC_CONFIG: tuple[tuple[str, str], ...] = ((TRANSFER_POLLS, "1000"), (ATTRIBUTES_READ_AGAIN, "false"))
+"""What the server is started with beyond its defaults (`--dynamic-config-value`; docs/operations.md): its
+one history shard's transfer queue read up to 1,000
+times a second instead of 20, or sequential turns wait for the next of 20 ticks a second (50 ms a turn
+instead of about 20); search attribute definitions served from the server's cache, not read from its
+database each time a request or task names one (close to half a turn's persistence operations). An
+attribute added to a running server is then usable after the cache's next refresh, about 2 s later
 (`register_search_attributes` waits for it)."""
 START_TIMEOUT = 30.0
 ATTRIBUTES_USABLE_S = 30.0
@@ -73,11 +65,7 @@ logger = structlog.get_logger(__name__)
 
 def dynamic_config_args() -> list[str]:
     """`DYNAMIC_CONFIG` as `temporal server start-dev` flags (a later flag for the same key wins)."""
-    return [arg for key, value in DYNAMIC_CONFIG for arg in ("--dynamic-config-value", f"{key}={_flag(value)}")]
-
-
-def _flag(value: int | bool) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
+    return [arg for key, value in DYNAMIC_CONFIG for arg in ("--dynamic-config-value", f"{key}={value}")]
 
 
 def find_temporal_binary() -> str:
