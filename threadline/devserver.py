@@ -47,13 +47,12 @@ ATTRIBUTES_READ_AGAIN = "system.forceSearchAttributesCacheRefreshOnRead"
 """The dynamic config key that makes a server read its search attributes' definitions from its database at
 every use instead of from its cache (a dev server's default: true; a production server's: false)."""
 DYNAMIC_CONFIG: tuple[tuple[str, str], ...] = ((TRANSFER_POLLS, "1000"), (ATTRIBUTES_READ_AGAIN, "false"))
-"""What the server is started with beyond its defaults (`--dynamic-config-value`; docs/operations.md): its
-one history shard's transfer queue read up to 1,000
-times a second instead of 20, or sequential turns wait for the next of 20 ticks a second (50 ms a turn
-instead of about 20); search attribute definitions served from the server's cache, not read from its
-database each time a request or task names one (close to half a turn's persistence operations). An
-attribute added to a running server is then usable after the cache's next refresh, about 2 s later
-(`register_search_attributes` waits for it)."""
+"""What the server is started with beyond its defaults (`--dynamic-config-value`; docs/operations.md):
+its one history shard's transfer queue read up to 1,000 times a second instead of 20, or sequential
+turns wait for the next of 20 ticks a second (50 ms a turn instead of about 20); search attribute
+definitions served from the server's cache, not read from its database each time a request or task
+names one (close to half a turn's persistence operations). An attribute added to a running server is
+then usable after the cache's next refresh, about 2 s later (`register_search_attributes` waits for it)."""
 START_TIMEOUT = 30.0
 ATTRIBUTES_USABLE_S = 30.0
 """How long search attributes just added may take to become usable (a cache refresh: seconds)."""
