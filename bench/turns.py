@@ -667,7 +667,10 @@ async def bench_throughput(b: Bench, beside: Beside) -> list[Row]:
             start = time.perf_counter()
             await asyncio.gather(*(one(predict) for predict in chats))
             took = time.perf_counter() - start
-            await settle()  # the server's work that trails the turns (visibility) is counted too
+            # the work that trails the turns is counted with them: visibility, and with an attribute
+            # interval (`THREADLINE_ATTRIBUTES_EVERY_S`) the timers that write the last turns' attributes
+            await asyncio.sleep(b.settings.attributes_every_s)
+            await settle()
             used = (1000 * (time.process_time() - ours) / total, 1000 * (children_cpu() - server) / total)
             rates[name].append(total / took)
             cpu[name].append(used)

@@ -20,6 +20,11 @@ DEFAULT_IDLE_TIMEOUT_S = 24 * 3600.0
 DEFAULT_WORKFLOW_CACHE = 1000
 """Temporal's own default: conversations a worker keeps in memory between their turns."""
 DEFAULT_TURNS_PER_RUN = 5
+DEFAULT_ATTRIBUTES_EVERY_S = 0.0
+"""Search attributes written as each turn ends: a write rides on the turn's own last workflow task. A
+longer interval leaves the writes of turns in a row to one timer at its end, whose firing is a
+workflow task of its own (a replay, on a worker that has not the conversation cached): measured
+dearer, for the server and the worker, than a write per turn in bursts of a few turns."""
 """Turns a conversation's workflow run serves before it continues as new (its history starts again)."""
 DATABASE_SCHEMES = ("postgresql", "postgres")
 
@@ -174,8 +179,9 @@ class Settings:
     payloads: StoreSpec | None = None
     """`THREADLINE_PAYLOADS`: the folder where payloads too large for Temporal's history are kept (the
     claim check); every client and worker of a deployment must share it. Default `$THREADLINE_DATA/payloads`."""
-    attributes_every_s: float = 10.0
-    """`THREADLINE_ATTRIBUTES_EVERY_S`: a conversation writes its search attributes at most this often."""
+    attributes_every_s: float = DEFAULT_ATTRIBUTES_EVERY_S
+    """`THREADLINE_ATTRIBUTES_EVERY_S`: a conversation writes its search attributes at most this often
+    (0: as each turn ends with nothing else to do)."""
     call_logs: dict[str, Path] = field(default_factory=dict)
     """`THREADLINE_CALL_LOGS=name=folder,...`: where a store's call log is kept (functai's `log_calls`
     folder); a store not named keeps it beside its conversations, in `<store folder>/calls`."""
@@ -223,7 +229,7 @@ class Settings:
             programs=_modules(env.get("THREADLINE_PROGRAMS", "")),
             flows=_modules(env.get("THREADLINE_FLOWS", "")),
             payloads=store_spec(env["THREADLINE_PAYLOADS"]) if env.get("THREADLINE_PAYLOADS") else None,
-            attributes_every_s=_float(env, "THREADLINE_ATTRIBUTES_EVERY_S", 10.0),
+            attributes_every_s=_float(env, "THREADLINE_ATTRIBUTES_EVERY_S", DEFAULT_ATTRIBUTES_EVERY_S),
             call_logs=_folders("THREADLINE_CALL_LOGS", env.get("THREADLINE_CALL_LOGS", "")),
             functai_store=functai_folder(env),
             workflow_cache=_count(env, "THREADLINE_WORKFLOW_CACHE", DEFAULT_WORKFLOW_CACHE),

@@ -86,14 +86,14 @@ async def test_turns_in_a_row_write_the_attributes_once_per_interval(
     assert STEADY_EVENTS_PER_TURN * (len(MESSAGES) - 2) == len(events) - after_second
 
 
-async def test_a_turn_at_a_persons_pace_writes_the_attributes_as_it_ends(
+async def test_each_turn_writes_the_attributes_as_it_ends_by_default(
     client: Client, settings: Settings, cid: str
 ) -> None:
-    """Turns further apart than the interval (here 0: every turn is): each writes the attributes as it
-    ends, so the listing is current at once, and no timer waits to write them."""
-    mine = dataclasses.replace(settings, attributes_every_s=0.0)
-    async with build_worker(client, mine):
-        chat = (await connect(mine, client=client)).conversation("tutor", id=cid)
+    """With no attribute interval (the default), each turn writes the attributes as it ends, so the
+    listing is current at once, and no timer waits to write them (nor fires, a workflow task of its own)."""
+    assert 0.0 == Settings.from_env({}).attributes_every_s == settings.attributes_every_s
+    async with build_worker(client, settings):
+        chat = (await connect(settings, client=client)).conversation("tutor", id=cid)
         for message in MESSAGES:
             await chat.predict(message)
             assert ("idle", MESSAGES.index(message) + 1) == await listed(client, cid, turns=MESSAGES.index(message) + 1)
@@ -139,9 +139,10 @@ async def test_a_turn_writes_only_the_attributes_that_changed(client: Client, se
 async def test_a_run_hands_its_attributes_to_the_next_in_its_continue_as_new(
     client: Client, settings: Settings, cid: str
 ) -> None:
-    """Runs of two turns, turns in a row: a run that began with the attributes of the run before writes
-    none (its continue-as-new carries them on), and the run after begins with every turn counted."""
-    mine = dataclasses.replace(settings, turns_per_run=2)
+    """Runs of two turns, turns in a row within the attribute interval: a run that began with the
+    attributes of the run before writes none (its continue-as-new carries them on), and the run after
+    begins with every turn counted."""
+    mine = dataclasses.replace(settings, turns_per_run=2, attributes_every_s=10.0)
     async with build_worker(client, mine):
         chat = (await connect(mine, client=client)).conversation("tutor", id=cid)
         for message in MESSAGES:
