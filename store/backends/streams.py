@@ -54,7 +54,7 @@ class Streams(Protocol):
     """The text streams of one store: a writer per try, and reads from an offset."""
 
     def writer(self, turn: str, attempt: int) -> StreamWriting:
-        """A writer for one attempt at `turn`; it marks the attempt's start at once."""
+        """A writer for one attempt at `turn`; it marks the attempt's start (a folder's within `LINGER_S`)."""
         ...
 
     def read(self, turn: str, offset: int = 0) -> list[tuple[int, dict[str, Any]]]:
@@ -85,12 +85,13 @@ class StreamLog:
         return self.folder / f"{check_id(turn)}.jsonl"
 
     def writer(self, turn: str, attempt: int) -> StreamWriter:
-        """A writer for one attempt at `turn`; it marks the attempt's start at once. Close it."""
+        """A writer for one attempt at `turn`; it marks the attempt's start (within `LINGER_S`, with the text
+        that follows). Close it."""
         if not self._made:
             os.makedirs(self.folder, mode=0o700, exist_ok=True)
             self._made = True
         writer = StreamWriter(self.path(turn), attempt, secrets.token_hex(4))
-        writer.write({"start": True})
+        writer.hold({"start": True})
         return writer
 
     def read(self, turn: str, offset: int = 0) -> list[tuple[int, dict[str, Any]]]:
@@ -146,6 +147,19 @@ class StreamWriter:
         """Append `event` for this try, after the text held back."""
         self._held.append(self._line(event))
         self.flush()
+
+    def hold(self, event: dict[str, Any]) -> None:
+        """Append `event` within `LINGER_S`, with what follows it in that time (inside an event loop;
+        outside one, at once): a try's start goes with its first text, and a try that ends sooner is
+        written in one go (its file made, written once and closed, not written once per event)."""
+        self._held.append(self._line(event))
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush()
+            return
+        if self._timer is None:
+            self._timer = loop.call_later(LINGER_S, self._flush_later)
 
     def text(self, piece: str) -> None:
         """Append a piece of text: at once when the last write is `LINGER_S` old, else with the pieces

@@ -177,3 +177,25 @@ async def test_a_burst_of_pieces_is_written_together_within_the_linger(tmp_path:
     assert [] == held_back
     assert [f"{k} " for k in range(200)] == written
     assert [*written, "last"] == read_all(log)
+
+
+async def test_a_try_that_ends_within_the_linger_is_written_in_one_go(tmp_path: Path) -> None:
+    """In an event loop, a try's start waits `LINGER_S` for what follows it: a try that answers and ends
+    within that time makes its file once, whole; a slower one's start is on disk within that time."""
+    log = StreamLog(tmp_path)
+    quick = log.writer(TURN, 1)
+    quick.text("all at once")
+    before_end = log.path(TURN).exists()
+    quick.end("done")
+    other = "01926d00-0002-7000-8000-000000000000"
+    slow = log.writer(other, 1)
+    started_at_once = log.path(other).exists()
+    await asyncio.sleep(LINGER_S * 3)
+    events = [event for _, event in log.read(other)]
+    slow.end("stopped")
+
+    assert not before_end
+    assert ["all at once"] == read_all(log)
+    assert 3 == len(log.read(TURN))
+    assert not started_at_once
+    assert [True] == [event.get("start") for event in events]
