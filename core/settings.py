@@ -20,12 +20,12 @@ DEFAULT_IDLE_TIMEOUT_S = 24 * 3600.0
 DEFAULT_WORKFLOW_CACHE = 1000
 """Temporal's own default: conversations a worker keeps in memory between their turns."""
 DEFAULT_TURNS_PER_RUN = 5
+"""Turns a conversation's workflow run serves before it continues as new (its history starts again)."""
 DEFAULT_ATTRIBUTES_EVERY_S = 0.0
 """Search attributes written as each turn ends: a write rides on the turn's own last workflow task. A
 longer interval leaves the writes of turns in a row to one timer at its end, whose firing is a
 workflow task of its own (a replay, on a worker that has not the conversation cached): measured
 dearer, for the server and the worker, than a write per turn in bursts of a few turns."""
-"""Turns a conversation's workflow run serves before it continues as new (its history starts again)."""
 DATABASE_SCHEMES = ("postgresql", "postgres")
 
 StoreSpec = Path | str

@@ -153,13 +153,7 @@ class StreamWriter:
         outside one, at once): a try's start goes with its first text, and a try that ends sooner is
         written in one go (its file made, written once and closed, not written once per event)."""
         self._held.append(self._line(event))
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self.flush()
-            return
-        if self._timer is None:
-            self._timer = loop.call_later(LINGER_S, self._flush_later)
+        self._write_within(LINGER_S)
 
     def text(self, piece: str) -> None:
         """Append a piece of text: at once when the last write is `LINGER_S` old, else with the pieces
@@ -167,9 +161,13 @@ class StreamWriter:
         if not piece:
             return
         self._held.append(self._line({"text": piece}))
+        self._write_within(LINGER_S - (time.monotonic() - self._written))
+
+    def _write_within(self, wait: float) -> None:
+        """Write what is held back after `wait` s (at once when none is left, or outside an event loop),
+        unless a write is due already."""
         if self._timer is not None:
             return
-        wait = LINGER_S - (time.monotonic() - self._written)
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
