@@ -103,15 +103,24 @@ def build_request(
     sections: Sequence[str] = (),
     steps: Sequence[Message] = (),
     max_tokens: int | None = None,
+    renders: list[Any] | None = None,
 ) -> ModelRequest:
     """The request for a turn: the instruction (and its sections, such as a summary of turns not
     shown), the earlier turns shown as user/assistant pairs, then the new inputs, then `steps`
-    (this turn's tool calls and their results so far). The program's tools are offered."""
+    (this turn's tool calls and their results so far). The program's tools are offered.
+
+    `renders` (`Shown.renders`) keeps each exchange's messages for the next request that shows it."""
     messages: list[Message] = []
+    kept = renders if renders is not None else []
     for n, exchange in enumerate(exchanges):
-        messages.append(Message("user", render_values(exchange.get("inputs") or {})))
-        messages.extend(_steered_steps(exchange, prefix=f"t{n}_"))
-        messages.append(Message("assistant", render_values(exchange.get("outputs") or {})))
+        if n < len(kept) and kept[n][0] is exchange:
+            messages.extend(kept[n][1])
+            continue
+        rendered = _exchange_messages(exchange, n)
+        messages.extend(rendered)
+        if renders is not None:
+            del renders[n:]
+            renders.append((exchange, rendered))
     messages.append(Message("user", render_values(inputs)))
     written = ("plain", "reasoning")  # the model writes its reasoning too, when the program asks for it
     outputs = tuple(f for f in program.field_records() if f["direction"] == "output" and f["purpose"] in written)
@@ -125,6 +134,15 @@ def build_request(
         tools=tuple(t.spec for t in program.tools),
         max_tokens=max_tokens,
     )
+
+
+def _exchange_messages(exchange: Mapping[str, Any], n: int) -> tuple[Message, ...]:
+    """Earlier turn `n` (`{"inputs", "outputs"}`, maybe `steps` and `steers`) as the model is shown it."""
+    asked = Message("user", render_values(exchange.get("inputs") or {}))
+    answered = Message("assistant", render_values(exchange.get("outputs") or {}))
+    if "steps" in exchange or "steers" in exchange:
+        return (asked, *_steered_steps(exchange, prefix=f"t{n}_"), answered)
+    return asked, answered
 
 
 def _steered_steps(exchange: Mapping[str, Any], *, prefix: str) -> list[Message]:

@@ -100,4 +100,6 @@ def request_of(
     program: Program, seen: Shown, inputs: Mapping[str, Any], *, model: str, steps: Sequence[Message] = ()
 ) -> ModelRequest:
     """The model request of a turn shown `seen` with `inputs` (then `steps`); `model` is the provider's model name."""
-    return build_request(program, seen.exchanges, inputs, model=model, sections=seen.sections, steps=steps)
+    return build_request(
+        program, seen.exchanges, inputs, model=model, sections=seen.sections, steps=steps, renders=seen.renders
+    )

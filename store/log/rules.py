@@ -17,8 +17,10 @@ from store.values import copy_value
 from store.values import estimate_tokens as estimate_tokens
 
 from .kept import paused_gc
+from .memo import KEPT_FROM, ShownMemo
 from .saw import compress as compress
 from .saw import expand as expand
+from .saw import raw_saw
 from .state import Log, Turn
 from .steers import taken
 
@@ -189,6 +191,9 @@ class Shown:
     context: dict[str, Any] | None = None
     """The `context` the turn records, so a resume (here or in functai) shows exactly this; None
     when format 1's default rule says it all."""
+    renders: list[Any] | None = field(default=None, compare=False)
+    """Where a long branch keeps what is derived from `exchanges`, one item per exchange, for its next
+    turn (`store.log.memo`; None: nothing kept). An item belongs to the exchange it was derived from."""
 
 
 def shown(
@@ -213,6 +218,20 @@ def shown(
     added to the instruction.
     """
     with paused_gc():  # thousands of acyclic rows: a collection would only walk the whole log again
+        if context is None and not covered and rule.shows_everything:
+            kept = _every_turn(log, parent, fields=fields, signature=signature, now=now, module=module)
+            if kept is not None:
+                return Shown(
+                    turns=list(kept.turns),
+                    saw=[{"saw_of": parent}, kept.saw[-1]] if kept.compresses else list(kept.saw),
+                    rows=list(kept.rows),
+                    exchanges=list(kept.exchanges),
+                    sections=list(sections),
+                    renders=kept.renders,
+                    context={"turns": list(kept.turns), "without": {}, "sections": list(sections)}
+                    if sections
+                    else None,
+                )
         done = [t for t in log.branch(parent) if t.state(now) == "done"]
         if context is not None:
             by_id = {t.id: t for t in done}
@@ -222,11 +241,7 @@ def shown(
         else:
             picked = rule.pick([t for t in done if t.id not in covered] if covered else done, turn_tokens)
             without = _without(picked, rule.without)
-        if module:
-            saw: list[Record] = [{"call": t.id} for t in picked]
-            rows, exchanges = _rows(picked, without), list[dict[str, Any]]()
-        else:
-            saw, rows, exchanges = _shown_turns(log, picked, without, fields=fields, signature=signature)
+        saw, rows, exchanges = _shown_turns(log, picked, without, fields=fields, signature=signature, module=module)
         record = None
         if context is None and (sections or covered or not rule.shows_everything):
             record = {"turns": [t.id for t in picked], "without": without, "sections": list(sections)}
@@ -239,6 +254,97 @@ def shown(
             sections=list(sections),
             context=record,
         )
+
+
+def _every_turn(
+    log: Log,
+    parent: str | None,
+    *,
+    fields: Sequence[Mapping[str, Any]],
+    signature: str | None,
+    now: float,
+    module: bool,
+) -> ShownMemo | None:
+    """What a turn after `parent` is shown under format 1's default rule (every done turn of the
+    branch, whole), kept in the log (`log.shown_memo`) for a branch of at least `KEPT_FROM` turns.
+
+    When the kept branch ends at `parent`'s parent, only `parent` is worked out. None: not kept (a
+    short branch, a turn on it not done, a first turn that continues one not recorded); the caller
+    works it out from the log.
+    """
+    key = (*_kept_fields(fields), signature, module)
+    memo = log.shown_memo
+    if memo is not None and (memo.key != key or memo.generation != log.generation):
+        memo = None
+    if memo is not None and memo.tip == parent:
+        return memo
+    turn = log.turns.get(parent) if parent is not None else None
+    if turn is None:
+        return None
+    if memo is not None and memo.tip == turn.parent and turn.state(now) == "done":
+        memo = _then(log, memo, turn, fields=fields, signature=signature, module=module)
+    else:
+        branch = log.branch(parent)
+        if len(branch) < KEPT_FROM or branch[0].parent is not None or any(t.state(now) != "done" for t in branch):
+            return None  # a branch that may still change: worked out each time
+        saw, rows, exchanges = _shown_turns(log, branch, {}, fields=fields, signature=signature, module=module)
+        memo = ShownMemo(
+            key=key,
+            generation=log.generation,
+            tip=turn.id,
+            turns=[t.id for t in branch],
+            saw=saw,
+            rows=rows,
+            exchanges=exchanges,
+            versions=frozenset(str(t.record.get("program")) for t in branch),
+            compresses=compress(saw, turn.id, log) is not saw,
+            renders=[],
+        )
+    log.shown_memo = memo
+    return memo
+
+
+def _then(
+    log: Log, memo: ShownMemo, turn: Turn, *, fields: Sequence[Mapping[str, Any]], signature: str | None, module: bool
+) -> ShownMemo:
+    """`memo` one turn longer: `turn`, a done child of its tip, added."""
+    saw, rows, exchanges = _shown_turns(log, [turn], {}, fields=fields, signature=signature, module=module)
+    longer = [*memo.saw, *saw]
+    try:
+        own = raw_saw(turn)
+    except ValueError:
+        own = ()
+    if not longer or longer[-1].get("call") != turn.id:
+        compresses = False  # a turn not shown by its values: nothing to compress to
+    elif memo.compresses and len(own) == 2 and own[0] == {"saw_of": memo.tip} and own[1] == memo.saw[-1]:
+        compresses = True  # it saw what its parent saw, then its parent: as the kept branch shows
+    else:
+        compresses = compress(longer, turn.id, log) is not longer
+    return ShownMemo(
+        key=memo.key,
+        generation=memo.generation,
+        tip=turn.id,
+        turns=[*memo.turns, turn.id],
+        saw=longer,
+        rows=[*memo.rows, *rows],
+        exchanges=[*memo.exchanges, *exchanges],
+        versions=memo.versions | {str(turn.record.get("program"))},
+        compresses=compresses,
+        renders=memo.renders,
+    )
+
+
+def branch_versions(log: Log, turn: str | None) -> set[str]:
+    """The program versions of the turns of the branch through `turn` (from what the log keeps of
+    the branch's showing, when it ends at `turn` or its parent)."""
+    memo = log.shown_memo
+    at = log.turns.get(turn) if turn is not None else None
+    if memo is not None and at is not None:
+        if memo.tip == turn:
+            return set(memo.versions)
+        if memo.tip == at.parent:
+            return {*memo.versions, str(at.record.get("program"))}
+    return {str(t.record.get("program")) for t in log.branch(turn)}
 
 
 def _rows(picked: list[Turn], without: dict[str, list[str]]) -> list[dict[str, Any]]:
@@ -269,8 +375,12 @@ def _shown_turns(
     *,
     fields: Sequence[Mapping[str, Any]],
     signature: str | None,
+    module: bool = False,
 ) -> tuple[list[Record], list[dict[str, Any]], list[dict[str, Any]]]:
-    """The saw entries (uncompressed), rows and exchanges of the picked turns."""
+    """The saw entries (uncompressed), rows and exchanges of the picked turns (for a program with
+    code, `module`: an entry `{"call": t}` each, and no exchanges: its code asks its own requests)."""
+    if module:
+        return [{"call": t.id} for t in picked], _rows(picked, without), []
     kept_fields = _kept_fields(fields)
     saw: list[Record] = []
     rows: list[dict[str, Any]] = []

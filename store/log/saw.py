@@ -61,7 +61,7 @@ def _expanded_now(log: Log, turn: str, following: tuple[str, ...]) -> list[Recor
         if t is None:
             raise ValueError(f"turn {at} is not recorded")
         seen.add(at)
-        base, own = _own_entries(at, _saw(t))
+        base, own = _own_entries(at, raw_saw(t))
         if base is not None and base in seen:
             raise ValueError(f"turn {at}: a saw_of that cannot be followed")
         chain.append((at, base, own))
@@ -97,7 +97,7 @@ def _own_entries(turn: str, saw: Sequence[Any]) -> tuple[str | None, tuple[Recor
     return base, tuple(own)
 
 
-def _saw(t: Turn) -> Sequence[Any]:
+def raw_saw(t: Turn) -> Sequence[Any]:
     """`t.saw` without the copy.
 
     Raises:

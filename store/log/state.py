@@ -15,6 +15,7 @@ from store.records import FORMAT, LEASE_GRACE_SECONDS, LEASE_SECONDS, Record, pa
 from store.values import copy_value
 
 from .kept import kept_ended, kept_lease, kept_turn, paused_gc
+from .memo import ShownMemo
 
 TurnStateName = Literal["done", "failed", "stopped", "abandoned", "running", "waiting", "interrupted"]
 ENDED_STATES = frozenset({"done", "failed", "stopped", "abandoned"})
@@ -177,6 +178,8 @@ class Log:
         self.n = 0
         self.turns: dict[str, Turn] = {}
         self.order: list[str] = []
+        self.open: dict[str, None] = {}
+        """The turns with no `ended` record, in `order` (a long log's few open turns, found without walking it)."""
         self.head: str | None = None
         self.request_ids: dict[str, str] = {}
         self.programs: dict[str, Record] = {}
@@ -184,6 +187,12 @@ class Log:
         self.expanded = Expansions()
         """What each ended turn saw, `saw_of` expanded (filled by `rules.expand`): without it every
         new turn would walk the whole chain of `saw_of` back to the first turn."""
+        self.generation = 0
+        """Moved on by each record that changes what a done turn shows: a program version recorded
+        after turns of it, a steer entry about an ended turn. What is kept of a branch's showing
+        (`shown_memo`) holds only while it stays the same."""
+        self.shown_memo: ShownMemo | None = None
+        """What the newest long branch shown shows (kept by `rules.shown`)."""
         self._orphans: dict[str, list[str]] = {}
         """Turns recorded before the turn they continue, by that turn's id (`children` lacks them)."""
         self._unseen_at: float | None = None
@@ -222,15 +231,20 @@ class Log:
             turn.lease_seen = self._unseen_at
             turn.attempt = max(turn.attempt, int(record.get("attempt") or 1))
         elif kind == "ended" and turn is not None:
-            turn.ended = turn.ended or kept_ended(record, turn.record, self._canonical)
+            if turn.ended is None:
+                turn.ended = kept_ended(record, turn.record, self._canonical)
+                self.open.pop(turn.record["turn"], None)
         elif kind == "turn" and isinstance(tid, str):
             self._add_turn(tid, record)
         elif kind == "program":
-            self.programs.setdefault(record.get("version"), record)  # type: ignore[arg-type]
+            if record.get("version") not in self.programs:
+                self.programs[record.get("version")] = record  # type: ignore[index]
+                self.generation += 1
         elif kind == "entry":
             self.entries.append(record)
             if turn is not None and record.get("plugin") == "threadline" and record.get("entry") in _STEERS:
                 _add_to(turn, "steers", record)
+                self.generation += turn.ended is not None
         elif turn is None:
             return  # about a turn not (yet) recorded: ignored, as functai does
         elif kind == "head":
@@ -255,6 +269,7 @@ class Log:
                 self._orphans.setdefault(parent, []).append(tid)
         self.turns[tid] = Turn(kept, position=len(self.order))
         self.order.append(tid)
+        self.open[tid] = None
         request_id = record.get("request_id")
         if isinstance(request_id, str) and request_id:
             self.request_ids.setdefault(request_id, tid)

@@ -16,7 +16,7 @@ from store.records import Record, abandoned_record, ended_record, iso, lease_rec
 
 from .collected import sections as flow_sections
 from .preamble import sections as setup_sections
-from .rules import Sends, Shown, View, parent_for, shown, view_head
+from .rules import Sends, Shown, View, branch_versions, parent_for, shown, view_head
 from .state import Log, Turn
 from .steers import steer_record
 from .summary import latest as latest_summary
@@ -80,7 +80,7 @@ def check_program(log: Log, program: Program, turn: str | None, earlier_without:
 
     A branch made by this very program version alone needs no comparison: the version is a hash of
     the program's fields among the rest (comparing them field by field cost every turn about 0.6 ms)."""
-    versions = sorted({str(t.record.get("program")) for t in log.branch(turn)})
+    versions = sorted(branch_versions(log, turn))
     if versions == [program.version]:
         return
     recorded = [log.programs[v] for v in versions if v in log.programs]
@@ -135,9 +135,7 @@ def unowned(log: Log, owner: str, holding: Collection[str] = ()) -> list[Turn]:
     """The turns `owner` placed that have not ended and that it does not hold (`holding`): it lost
     the task that placed them, so nothing of its own runs them. Oldest first."""
     return [
-        turn
-        for tid in log.order
-        if (turn := log.turns[tid]).ended is None and turn.record.get("placed_by") == owner and tid not in holding
+        turn for tid in log.open if (turn := log.turns[tid]).record.get("placed_by") == owner and tid not in holding
     ]
 
 
