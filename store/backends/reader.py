@@ -304,8 +304,8 @@ class ConversationLog:
 KEPT_LOGS = 1024
 """Conversations whose parsed log a process keeps between reads (least recently used go)..."""
 KEPT_RECORDS = 600_000
-"""... and at most this many parsed records in all (about 1.3 KB each, 1.7 KB in a long branch whose
-showing is kept, `store.log.memo`: about 1 GB), so a conversation of 100,000 turns (300,000 records)
+"""... and at most this many parsed records in all (about 1.3 KB each, 1.8 KB in a long branch whose
+showing is kept, `store.log.memo`: about 1.1 GB), so a conversation of 100,000 turns (300,000 records)
 stays cached beside others instead of being read again at its next turn."""
 
 
