@@ -1,4 +1,4 @@
-"""Where a turn's CPU goes: py-spy samples of the throughput run, Threadline beside the anchor.
+"""Where a turn's CPU goes: py-spy samples of the throughput run, Threadline beside the best bare conversation.
 
     python -m bench._profile            # writes bench/profiles/turns.md (about two minutes)
 
@@ -28,6 +28,8 @@ from typing import Any
 RATE = 97
 """Samples per second: a prime, so the sampling does not beat with the work's own rhythm."""
 CONVERSATIONS, TURNS_EACH, REPS = 100, 3, 3
+SYSTEMS = ("threadline", "best bare")
+"""The best bare conversation: bench/_bare.py's update-with-start, its handler running one activity."""
 OUT = Path(__file__).parent / "profiles" / "turns.md"
 
 PARTS: list[tuple[str, tuple[str, ...]]] = [
@@ -42,7 +44,7 @@ PARTS: list[tuple[str, tuple[str, ...]]] = [
     ("call log writes (in a thread)", ("write_call",)),
     ("stream writes", ("StreamWriter.", "StreamLog.writer")),
     ("activities (our code and the SDK's activity worker)", ("_ActivityWorker.",)),
-    ("the client (send, wait, read the turn)", ("Conversation.", "BareChat.")),
+    ("the client (send, wait, read the turn)", ("Conversation.", "BareChat.", "BestBareChat.")),
     ("workflow task polling and completion (SDK bridge)", ("_WorkflowWorker.",)),
     ("thread hand-offs (executor, loop wake-ups)", ("ThreadPoolExecutor.submit", "_write_to_self", "_read_from_self")),
 ]
@@ -89,7 +91,7 @@ async def drive(system: str) -> None:
             for rep in range(REPS):
                 names = [f"p{rep}-{i}" for i in range(CONVERSATIONS)]
                 chats: list[Callable[[str], Awaitable[Any]]] = (
-                    [b.threadline(n) for n in names] if system == "threadline" else [b.bare(n).predict for n in names]
+                    [b.threadline(n) for n in names] if system == "threadline" else [b.best(n).predict for n in names]
                 )
 
                 async def one(predict: Callable[[str], Awaitable[Any]]) -> None:
@@ -120,14 +122,14 @@ def report(profiles: dict[str, Profile]) -> str:
         f"sampled at {RATE} Hz. Busy time of the client-and-worker process per turn (samples x interval /",
         "turns; a thread blocked in `fsync` counts as busy), each sample in the first part its stack is in.",
         "",
-        "| part | threadline ms/turn | anchor ms/turn |",
+        "| part | threadline ms/turn | best bare ms/turn |",
         "|---|---:|---:|",
     ]
     names = [name for name, _ in PARTS] + ["other"]
     for part in names:
-        cells = [f"{profiles[s].parts[part] * ms[s]:.2f}" for s in ("threadline", "anchor")]
+        cells = [f"{profiles[s].parts[part] * ms[s]:.2f}" for s in SYSTEMS]
         lines.append(f"| {part} | {cells[0]} | {cells[1]} |")
-    totals = [f"**{profiles[s].samples * ms[s]:.2f}**" for s in ("threadline", "anchor")]
+    totals = [f"**{profiles[s].samples * ms[s]:.2f}**" for s in SYSTEMS]
     lines += [f"| **busy, all parts** | {totals[0]} | {totals[1]} |", ""]
     for system, profile in profiles.items():
         lines += [f"## {system}: the frames most samples are in (inclusive, our code and the SDK's)", ""]
@@ -142,7 +144,7 @@ def main() -> None:
     """Profile both systems and write `OUT`."""
     profiles: dict[str, Profile] = {}
     with tempfile.TemporaryDirectory(prefix="bench-profile-raw-") as tmp:
-        for system in ("threadline", "anchor"):
+        for system in SYSTEMS:
             raw = Path(tmp) / f"{system}.txt"
             record(system, raw)
             profiles[system] = read_raw(raw)
