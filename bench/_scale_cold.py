@@ -15,9 +15,10 @@ replay shares; both printed):
    (cold: evicted, replayed), then its next turn at once (warm: still cached). The warm turns'
    median is the anchor of both.
 
-The conversations' attribute timers are set far out (`THREADLINE_ATTRIBUTES_EVERY_S`), so no timer
-replays a conversation between its turns. Reported with each: the turns and history events of the
-run the cold turn replayed.
+The conversations write their search attributes as each turn ends (the default
+`THREADLINE_ATTRIBUTES_EVERY_S`, 0): no timer replays a conversation between its turns, and a cold
+turn replays the upsert events a user's conversation holds. Reported with each: the turns and
+history events of the run the cold turn replayed.
 """
 
 from __future__ import annotations
@@ -43,8 +44,6 @@ from threadline.client import Conversation, Threadline, connect
 SIZES = sizes(os.environ.get("BENCH_SCALE_COLD", ""), (10, 100, 1000))
 ROUNDS = 5
 TARGET = 1.5
-QUIET_TIMERS_S = 3600.0
-"""The attribute timer's period for these conversations: longer than the section."""
 
 
 @dataclass(slots=True)
@@ -155,7 +154,6 @@ async def run() -> Section:
             settings: Settings = dataclasses.replace(
                 settings_for(env, root / "data", f"bench-scale-cold-{uuid.uuid4().hex[:8]}"),
                 payloads=root / "payloads",
-                attributes_every_s=QUIET_TIMERS_S,
             )
             if "THREADLINE_TURNS_PER_RUN" in os.environ:
                 settings = dataclasses.replace(settings, turns_per_run=int(os.environ["THREADLINE_TURNS_PER_RUN"]))
