@@ -6,13 +6,14 @@ at 3,000, on these machines). The turns a branch shows are done, and a done turn
 (its first `ended` record wins), so what a branch of done turns shows is kept here, and the branch
 one turn longer shows that and its newest turn (`store.log.rules.shown`).
 
-What is kept is shared by the `Shown` results made from it: its entries are never to be changed.
+What is kept grows in place, one turn at a time; the `Shown` results made from it hold copies of its
+lists but share their entries, which are never to be changed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from store.records import Record
@@ -22,7 +23,7 @@ KEPT_FROM = 64
 conversations are short: they keep nothing more)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ShownMemo:
     """What a turn after `tip` is shown under format 1's default rule, by a program with `key`."""
 
@@ -36,10 +37,10 @@ class ShownMemo:
     """The `saw` entries before compression (`saw.compress`)."""
     rows: list[dict[str, Any]]
     exchanges: list[dict[str, Any]]
-    versions: frozenset[str]
+    versions: set[str]
     """The program versions of the branch's turns (`turns.check_program`)."""
     compresses: bool
     """Whether `saw` compresses to `[{"saw_of": tip}, saw[-1]]`."""
-    renders: list[Any]
-    """Kept for whoever renders `exchanges` (the model request's messages: `Shown.renders`), shared by
-    the branch one turn longer: what it derived of each exchange, so a next turn derives only its own."""
+    renders: list[Any] = field(default_factory=list)
+    """Kept for whoever renders `exchanges` (the model request's messages: `Shown.renders`): what it
+    derived of each exchange, so the next turn derives only its own."""

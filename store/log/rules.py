@@ -218,41 +218,37 @@ def shown(
     added to the instruction.
     """
     with paused_gc():  # thousands of acyclic rows: a collection would only walk the whole log again
+        kept = None
         if context is None and not covered and rule.shows_everything:
             kept = _every_turn(log, parent, fields=fields, signature=signature, now=now, module=module)
-            if kept is not None:
-                return Shown(
-                    turns=list(kept.turns),
-                    saw=[{"saw_of": parent}, kept.saw[-1]] if kept.compresses else list(kept.saw),
-                    rows=list(kept.rows),
-                    exchanges=list(kept.exchanges),
-                    sections=list(sections),
-                    renders=kept.renders,
-                    context={"turns": list(kept.turns), "without": {}, "sections": list(sections)}
-                    if sections
-                    else None,
-                )
-        done = [t for t in log.branch(parent) if t.state(now) == "done"]
-        if context is not None:
-            by_id = {t.id: t for t in done}
-            picked = [by_id[tid] for tid in context.get("turns") or [] if tid in by_id]
-            without = {k: sorted(v) for k, v in (context.get("without") or {}).items()}
-            sections = [str(text) for text in context.get("sections") or []]
+        if kept is not None:
+            turns, rows, exchanges, without = list(kept.turns), list(kept.rows), list(kept.exchanges), {}
+            saw = [{"saw_of": parent}, kept.saw[-1]] if kept.compresses else list(kept.saw)
         else:
-            picked = rule.pick([t for t in done if t.id not in covered] if covered else done, turn_tokens)
-            without = _without(picked, rule.without)
-        saw, rows, exchanges = _shown_turns(log, picked, without, fields=fields, signature=signature, module=module)
+            done = [t for t in log.branch(parent) if t.state(now) == "done"]
+            if context is not None:
+                by_id = {t.id: t for t in done}
+                picked = [by_id[tid] for tid in context.get("turns") or [] if tid in by_id]
+                without = {k: sorted(v) for k, v in (context.get("without") or {}).items()}
+                sections = [str(text) for text in context.get("sections") or []]
+            else:
+                picked = rule.pick([t for t in done if t.id not in covered] if covered else done, turn_tokens)
+                without = _without(picked, rule.without)
+            parts = _shown_turns(log, picked, without, fields=fields, signature=signature, module=module)
+            turns, (saw, rows, exchanges) = [t.id for t in picked], parts
+            saw = compress(saw, parent, log)
         record = None
         if context is None and (sections or covered or not rule.shows_everything):
-            record = {"turns": [t.id for t in picked], "without": without, "sections": list(sections)}
+            record = {"turns": list(turns), "without": without, "sections": list(sections)}
         return Shown(
-            turns=[t.id for t in picked],
-            saw=compress(saw, parent, log),
+            turns=turns,
+            saw=saw,
             rows=rows,
             exchanges=exchanges,
             without=without,
             sections=list(sections),
             context=record,
+            renders=kept.renders if kept is not None else None,
         )
 
 
@@ -282,7 +278,7 @@ def _every_turn(
     if turn is None:
         return None
     if memo is not None and memo.tip == turn.parent and turn.state(now) == "done":
-        memo = _then(log, memo, turn, fields=fields, signature=signature, module=module)
+        _then(log, memo, turn, fields=fields, signature=signature, module=module)
     else:
         branch = log.branch(parent)
         if len(branch) < KEPT_FROM or branch[0].parent is not None or any(t.state(now) != "done" for t in branch):
@@ -296,42 +292,36 @@ def _every_turn(
             saw=saw,
             rows=rows,
             exchanges=exchanges,
-            versions=frozenset(str(t.record.get("program")) for t in branch),
+            versions={str(t.record.get("program")) for t in branch},
             compresses=compress(saw, turn.id, log) is not saw,
-            renders=[],
         )
-    log.shown_memo = memo
+        log.shown_memo = memo
     return memo
 
 
 def _then(
     log: Log, memo: ShownMemo, turn: Turn, *, fields: Sequence[Mapping[str, Any]], signature: str | None, module: bool
-) -> ShownMemo:
-    """`memo` one turn longer: `turn`, a done child of its tip, added."""
+) -> None:
+    """Make `memo` one turn longer, in place: `turn`, a done child of its tip, added (the `Shown`
+    results made from it hold copies of its lists)."""
     saw, rows, exchanges = _shown_turns(log, [turn], {}, fields=fields, signature=signature, module=module)
-    longer = [*memo.saw, *saw]
     try:
         own = raw_saw(turn)
     except ValueError:
         own = ()
-    if not longer or longer[-1].get("call") != turn.id:
-        compresses = False  # a turn not shown by its values: nothing to compress to
-    elif memo.compresses and len(own) == 2 and own[0] == {"saw_of": memo.tip} and own[1] == memo.saw[-1]:
-        compresses = True  # it saw what its parent saw, then its parent: as the kept branch shows
+    # It saw what its parent saw, then its parent, as the kept branch shows: it compresses as its parent did.
+    saw_as_kept = bool(memo.saw) and len(own) == 2 and own[0] == {"saw_of": memo.tip} and own[1] == memo.saw[-1]
+    compresses = memo.compresses and saw_as_kept
+    memo.saw.extend(saw)
+    memo.rows.extend(rows)
+    memo.exchanges.extend(exchanges)
+    memo.turns.append(turn.id)
+    memo.versions.add(str(turn.record.get("program")))
+    memo.tip = turn.id
+    if not memo.saw or memo.saw[-1].get("call") != turn.id:
+        memo.compresses = False  # a turn not shown by its values: nothing to compress to
     else:
-        compresses = compress(longer, turn.id, log) is not longer
-    return ShownMemo(
-        key=memo.key,
-        generation=memo.generation,
-        tip=turn.id,
-        turns=[*memo.turns, turn.id],
-        saw=longer,
-        rows=[*memo.rows, *rows],
-        exchanges=[*memo.exchanges, *exchanges],
-        versions=memo.versions | {str(turn.record.get("program"))},
-        compresses=compresses,
-        renders=memo.renders,
-    )
+        memo.compresses = compresses or compress(memo.saw, turn.id, log) is not memo.saw
 
 
 def branch_versions(log: Log, turn: str | None) -> set[str]:

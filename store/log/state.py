@@ -237,8 +237,9 @@ class Log:
         elif kind == "turn" and isinstance(tid, str):
             self._add_turn(tid, record)
         elif kind == "program":
-            if record.get("version") not in self.programs:
-                self.programs[record.get("version")] = record  # type: ignore[index]
+            version = record.get("version")
+            if version not in self.programs:
+                self.programs[version] = record  # type: ignore[index]
                 self.generation += 1
         elif kind == "entry":
             self.entries.append(record)
