@@ -360,6 +360,7 @@ class TurnRun:
         result = _result(turn, self.input.send.request_id)
         if self.stream is not None:  # only the try that ended the turn ends its stream so: its text is the answer
             self.stream.end(result.outcome.state if ours and self.ending and isinstance(result, Ended) else "yielded")
+            await self.stream.written()  # stored before the answer, so nothing of it lands after a purge
         return result
 
     # ----- what the steps use of the try

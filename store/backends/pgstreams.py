@@ -9,6 +9,7 @@ byte offset is for a stream file. `StreamReader` folds them unchanged.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import queue
 import secrets
@@ -97,6 +98,9 @@ class _AttemptEvents:
     def close(self) -> None:
         """Nothing to release by default."""
 
+    async def written(self) -> None:
+        """Nothing to wait for by default: each event is stored before `write` returns."""
+
     def text(self, piece: str) -> None:
         """Write a piece of text."""
         if piece:
@@ -126,6 +130,9 @@ class PostgresStreamWriter(_AttemptEvents):
 
 _BATCH = 256
 """The most events one transaction of the sending thread writes."""
+WRITTEN_WAIT_S = 10.0
+"""How long a try waits for its stream's events to be written before it answers anyway (a stream
+is a view: a database that does not take them does not hold up the turn for longer)."""
 
 
 class PostgresStreams:
@@ -201,6 +208,7 @@ class PostgresStreams:
         """Queue `event` of `writer` for the sending thread (started on first use)."""
         with self._guard:
             self._pending += 1
+            writer.pending += 1
             if self._sender is None:
                 self._sender = threading.Thread(target=self._send, name="threadline-stream-writer", daemon=True)
                 self._sender.start()
@@ -236,7 +244,14 @@ class PostgresStreams:
         finally:
             with self._drained:
                 self._pending -= len(batch)
+                for writer, _ in batch:
+                    writer.pending -= 1
                 self._drained.notify_all()
+
+    def wait_written(self, writer: QueuedStreamWriter, timeout: float = WRITTEN_WAIT_S) -> bool:
+        """Wait until every event queued for `writer` is written (or dropped); return whether in time."""
+        with self._drained:
+            return self._drained.wait_for(lambda: writer.pending == 0, timeout)
 
 
 @dataclass(slots=True)
@@ -247,7 +262,14 @@ class QueuedStreamWriter(_AttemptEvents):
     turn: str
     attempt: int
     run: str
+    pending: int = 0
+    """Its events queued and not yet written (counted under the streams' lock)."""
 
     def write(self, event: dict[str, Any]) -> None:
         """Queue `event` for this try."""
         self.streams.put(self, event)
+
+    async def written(self) -> None:
+        """Wait (in a thread) until the sending thread has written this try's events, up to `WRITTEN_WAIT_S`."""
+        if self.pending:
+            await asyncio.to_thread(self.streams.wait_written, self)

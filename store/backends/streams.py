@@ -49,6 +49,12 @@ class StreamWriting(Protocol):
         """Release what the writer holds."""
         ...
 
+    async def written(self) -> None:
+        """Return once every event this writer was given is stored (a writer that hands its events to a
+        thread waits for it): a turn's answer then never runs ahead of its stream, so a purge that
+        follows it finds every row to remove."""
+        ...
+
 
 class Streams(Protocol):
     """The text streams of one store: a writer per try, and reads from an offset."""
@@ -213,6 +219,9 @@ class StreamWriter:
         """Mark the attempt's end (`done`, `failed`, `stopped`, `yielded`) and close the file."""
         self.write({"end": state})
         self.close()
+
+    async def written(self) -> None:
+        """Nothing to wait for: `end` and `close` write what is held back before they return."""
 
 
 FINAL = frozenset({"done", "failed", "stopped", "abandoned"})

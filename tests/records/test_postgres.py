@@ -18,6 +18,7 @@ from core.errors import ThreadlineError
 from store.backends.folder import FolderStore
 from store.backends.locate import open_store, postgres_url
 from store.backends.migrate import migrate, migrations
+from store.backends.pgstreams import PostgresStreams
 from store.backends.postgres import AsyncPostgresStore, PostgresStore
 from store.backends.transfer import copy_conversations
 from tests.support.functai_kit import offline, reply, tutor
@@ -236,3 +237,29 @@ def test_functai_uses_a_postgres_store_and_a_folder_reads_the_copy(pg: PostgresS
         view = tutor.conversation("kept-in-pg", store=str(tmp_path))
         assert ["A1", "A2", "A3"] == sorted(t.result for t in view.all_turns())
         assert "A3" == view.head.result
+
+
+async def test_a_queued_stream_is_written_before_its_try_answers(pg: PostgresStore, pg_spec: str) -> None:
+    """A PostgreSQL stream's events go through a thread of their own; `written()` returns only once that
+    thread has stored them, so a turn answered after it never has stream rows still on their way (a purge
+    right after the answer once left one behind). The sending thread is held here by a lock on the table."""
+    url, schema = postgres_url(pg_spec)
+    streams = PostgresStreams(url, schema=schema)
+    try:
+        streams.opened()  # the table exists before it is locked
+        writer = streams.writer("t-queued-1", 1)
+        writer.text("an answer")
+        assert streams.flush(timeout=10.0)
+        with pg.connection() as conn, conn.transaction():
+            conn.execute(f"LOCK TABLE {schema}.streams IN ACCESS EXCLUSIVE MODE")
+            writer.end("done")
+            waiting = asyncio.ensure_future(writer.written())
+            await asyncio.sleep(0.5)
+            assert not waiting.done()
+        await asyncio.wait_for(waiting, timeout=10.0)
+        events = [event for _, event in await asyncio.to_thread(streams.read, "t-queued-1")]
+        assert [{"text": "an answer"}, {"end": "done"}] == [
+            {k: v for k, v in e.items() if k in ("text", "end")} for e in events if "start" not in e
+        ]
+    finally:
+        await asyncio.to_thread(streams.close)
