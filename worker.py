@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from datetime import timedelta
 from typing import Any
 
@@ -97,6 +98,8 @@ def build_worker(
         plugins.append(collector_plugin())
     calls = CallWriter(call_logs(settings, opened if stores is None else stores))
     logs = LogCache(opened.records)
+    if settings.warm_logs:
+        plugins.append(_warming(logs, opened.records.names(), settings.warm_logs))
     programs = load_programs(settings.programs)
     transcript = TranscriptActivities(
         logs, programs, calls=calls, prices=settings.prices, default_model=settings.model, budgets=settings.budgets
@@ -189,6 +192,35 @@ def _closing(stores: StoreSet) -> SimplePlugin:
             await stores.close()
 
     return SimplePlugin("threadline.closing-stores", run_context=closed_after)
+
+
+def _warming(logs: LogCache, stores: list[str], conversations: int) -> SimplePlugin:
+    """The worker plugin that reads the logs of the conversations appended to last while the worker
+    starts and runs (`LogCache.warm`), and stops reading when the worker stops."""
+
+    async def warm() -> None:
+        began = time.monotonic()
+        try:
+            warmed = await logs.warm(stores, conversations)
+        except Exception as err:  # noqa: BLE001 - a worker runs on without its logs warm: turns read them as they come
+            logger.warning("logs.warming_failed", error=type(err).__name__)
+            return
+        seconds = round(time.monotonic() - began, 3)
+        logger.info("logs.warmed", conversations=warmed.conversations, records=warmed.records, seconds=seconds)
+        for store, code in warmed.failed.items():
+            logger.warning("logs.warming_failed", store=store, code=code)
+
+    @asynccontextmanager
+    async def warming() -> AsyncIterator[None]:
+        task = asyncio.create_task(warm(), name="threadline.warming-logs")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+
+    return SimplePlugin("threadline.warming-logs", run_context=warming)
 
 
 def activities_of(*holders: object) -> list[Callable[..., Any]]:

@@ -10,10 +10,14 @@ new conversation evicted it (the process's first replay, whose imports and cache
 replay shares; both printed):
 
 1. new worker: each conversation's first turn on it (a filler conversation's turn just before, so
-   the cache holds another one), replaying the conversation's current run;
+   the cache holds another one), replaying the conversation's current run; the worker read the
+   logs of the conversations appended to last as it started (`THREADLINE_WARM_LOGS`);
 2. evicted, `ROUNDS` times: a filler turn (it evicts the conversation), the conversation's turn
    (cold: evicted, replayed), then its next turn at once (warm: still cached). The warm turns'
-   median is the anchor of both.
+   median is the anchor of both;
+3. new worker, its logs not warmed (`THREADLINE_WARM_LOGS=0`): one more worker, each conversation's
+   first turn on it as in 1 (shown beside the same anchor, with no target: what a conversation the
+   warming did not reach costs).
 
 The conversations write their search attributes as each turn ends (the default
 `THREADLINE_ATTRIBUTES_EVERY_S`, 0): no timer replays a conversation between its turns, and a cold
@@ -52,6 +56,7 @@ class Cold:
 
     chat: Conversation
     new_worker: float = 0.0
+    unwarmed: float = 0.0
     evicted: list[float] = field(default_factory=list)
     warm: list[float] = field(default_factory=list)
     replayed: list[tuple[int, int]] = field(default_factory=list)
@@ -117,6 +122,16 @@ async def measure(tl: Threadline, colds: dict[int, Cold], tag: str) -> None:
         )
 
 
+async def measure_unwarmed(tl: Threadline, colds: dict[int, Cold], tag: str) -> None:
+    """On a new worker that warmed no logs: each conversation's first turn, as `measure`'s first."""
+    filler = tl.conversation("tutor", id=f"cold-{tag}-filler")
+    await filler.predict("Hello")
+    for size, cold in colds.items():
+        await filler.predict(question(size))
+        cold.unwarmed = await timed(cold.chat, question(size))
+        print(f"  turn {size + ROUNDS * 2 + 1:,}: new worker, its logs not warmed, {cold.unwarmed:.0f} ms", flush=True)
+
+
 def rows_for(colds: dict[int, Cold]) -> list[Row]:
     rows = []
     for size, cold in colds.items():
@@ -127,6 +142,8 @@ def rows_for(colds: dict[int, Cold]) -> list[Row]:
                 "(anchor: a warm turn)"
             )
             rows.append(Row(measure, ms, cold.warm_ms, "ms", 0, f"<= {TARGET}x", ms <= TARGET * cold.warm_ms))
+        measure = f"cold turn (new worker, its logs not warmed) at turn {size + ROUNDS * 2 + 1:,} (anchor: a warm turn)"
+        rows.append(Row(measure, cold.unwarmed, cold.warm_ms, "ms", 0))
     return rows
 
 
@@ -170,6 +187,12 @@ async def run() -> Section:
             try:
                 await asyncio.to_thread(worker.wait_ready, 90.0)
                 await measure(tl, colds, tag)
+            finally:
+                await asyncio.to_thread(worker.stop)
+            worker = WorkerProcess(settings, root / "worker-2.log", env={**worker_env(1), "THREADLINE_WARM_LOGS": "0"})
+            try:
+                await asyncio.to_thread(worker.wait_ready, 90.0)
+                await measure_unwarmed(tl, colds, tag)
             finally:
                 await asyncio.to_thread(worker.stop)
     check(all(c.warm for c in colds.values()), "every conversation took its warm turns")

@@ -19,6 +19,8 @@ DEFAULT_TASK_QUEUE = "threadline"
 DEFAULT_IDLE_TIMEOUT_S = 24 * 3600.0
 DEFAULT_WORKFLOW_CACHE = 1000
 """Temporal's own default: conversations a worker keeps in memory between their turns."""
+DEFAULT_WARM_LOGS = 256
+"""Conversations whose logs a worker that starts reads at once: those appended to last."""
 DEFAULT_TURNS_PER_RUN = 5
 """Turns a conversation's workflow run serves before it continues as new (its history starts again)."""
 DEFAULT_ATTRIBUTES_EVERY_S = 0.0
@@ -198,6 +200,10 @@ class Settings:
     workflow_cache: int = DEFAULT_WORKFLOW_CACHE
     """`THREADLINE_WORKFLOW_CACHE`: how many conversations a worker keeps in memory between turns (least
     recently used go; an evicted one replays its current run at its next turn); 0 keeps none."""
+    warm_logs: int = DEFAULT_WARM_LOGS
+    """`THREADLINE_WARM_LOGS`: a worker that starts reads at once the logs of this many conversations,
+    those appended to last (at most 512, and 300,000 records), so that their next turns on it read
+    only what was appended since; 0 reads none until a turn asks."""
     prices: dict[str, Price] = field(default_factory=dict)
     """`THREADLINE_PRICES={"model": {"input": X, "output": Y}}`: what a model costs per million tokens read and
     written (a conversation's `cost` budget and `render`'s estimate use it; a model not listed has no price)."""
@@ -233,6 +239,7 @@ class Settings:
             call_logs=_folders("THREADLINE_CALL_LOGS", env.get("THREADLINE_CALL_LOGS", "")),
             functai_store=functai_folder(env),
             workflow_cache=_count(env, "THREADLINE_WORKFLOW_CACHE", DEFAULT_WORKFLOW_CACHE),
+            warm_logs=_count(env, "THREADLINE_WARM_LOGS", DEFAULT_WARM_LOGS),
             turns_per_run=_positive(env, "THREADLINE_TURNS_PER_RUN", DEFAULT_TURNS_PER_RUN),
             encryption=EncryptionKeys.from_env(env),
             metrics_bind=env.get("THREADLINE_METRICS_BIND") or None,

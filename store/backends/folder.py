@@ -16,6 +16,7 @@ back with `pread` when asked for, a bounded piece at a time.
 from __future__ import annotations
 
 import fcntl
+import heapq
 import os
 import threading
 import time
@@ -223,6 +224,19 @@ class FolderStore:
     def conversations(self) -> list[str]:
         """Return the ids of the conversations in the folder, sorted."""
         return sorted(p.stem for p in self._dir.glob("*.jsonl"))
+
+    def recent(self, limit: int) -> list[str]:
+        """The ids of the `limit` conversations appended to last (by their files' modification
+        times, so appends by any process count), the latest first."""
+        found: list[tuple[int, str]] = []
+        with os.scandir(self._dir) as entries:
+            for entry in entries:
+                if entry.name.endswith(".jsonl"):
+                    try:
+                        found.append((entry.stat().st_mtime_ns, entry.name[: -len(".jsonl")]))
+                    except FileNotFoundError:
+                        continue  # purged while listed
+        return [name for _, name in heapq.nlargest(max(limit, 0), found)]
 
     def purge(self, conversation: str) -> int:
         """Remove `conversation`'s file under its lock; return how many records it held.

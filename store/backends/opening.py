@@ -85,6 +85,10 @@ class LazyPostgres:
         """See `AsyncStore.conversations`."""
         return await (await self.opened()).conversations()
 
+    async def recent(self, limit: int) -> list[str]:
+        """See `reader.Recent.recent`."""
+        return await (await self.opened()).recent(limit)
+
     async def purge(self, conversation: str) -> int:
         """See `reader.Purging.purge`."""
         return await (await self.opened()).purge(conversation)

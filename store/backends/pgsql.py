@@ -65,6 +65,7 @@ class Queries:
     count: bytes
     read: bytes
     conversations: bytes
+    recent: bytes
     listen: bytes
     identity: bytes
     stream_add: bytes
@@ -89,8 +90,8 @@ class Queries:
                 "WITH added AS (INSERT INTO {s}.records (conversation, seq, line, raw) "
                 "SELECT %(c)s, %(n)s + t.i, t.line, t.raw "
                 "FROM unnest(%(lines)b::text[], %(raws)b::bytea[]) WITH ORDINALITY AS t(line, raw, i)), "
-                "grown AS (UPDATE {s}.conversations SET length = %(n)s + cardinality(%(lines)b::text[]) "
-                "WHERE id = %(c)s) "
+                "grown AS (UPDATE {s}.conversations SET length = %(n)s + cardinality(%(lines)b::text[]), "
+                "appended_at = now() WHERE id = %(c)s) "
                 "SELECT pg_notify(%(channel)s, %(c)s)",
                 schema,
             ),
@@ -101,6 +102,11 @@ class Queries:
                 schema,
             ),
             conversations=_render("SELECT id FROM {s}.conversations WHERE length > 0 ORDER BY id", schema),
+            recent=_render(
+                "SELECT id FROM {s}.conversations WHERE length > 0 ORDER BY appended_at DESC NULLS LAST, id "
+                "LIMIT %(limit)s",
+                schema,
+            ),
             listen=sql.SQL("LISTEN {}").format(sql.Identifier(channel)).as_bytes(None),
             identity=_render("SELECT id::text FROM {s}.store", schema),
             stream_add=_render(

@@ -133,6 +133,12 @@ class PostgresStore(StoreBase):
         with self.connection() as conn:
             return [str(row[0]) for row in conn.execute(self._sql.conversations)]
 
+    def recent(self, limit: int) -> list[str]:
+        """The ids of the `limit` conversations appended to last, the latest first (those last
+        appended to before the store's schema had `appended_at` come after the others)."""
+        with self.connection() as conn:
+            return [str(row[0]) for row in conn.execute(self._sql.recent, {"limit": max(limit, 0)})]
+
     def purge(self, conversation: str) -> int:
         """Remove `conversation`'s records and row in one transaction (after any append in progress);
         return how many records it held. Its id can be used again, from record 1."""
@@ -267,6 +273,13 @@ class AsyncPostgresStore(StoreBase):
         with reachable():
             async with self._pool.connection() as conn:
                 return [str(row[0]) for row in await (await conn.execute(self._sql.conversations)).fetchall()]
+
+    async def recent(self, limit: int) -> list[str]:
+        """See `PostgresStore.recent`."""
+        with reachable():
+            async with self._pool.connection() as conn:
+                rows = await (await conn.execute(self._sql.recent, {"limit": max(limit, 0)})).fetchall()
+                return [str(row[0]) for row in rows]
 
     async def purge(self, conversation: str) -> int:
         """See `PostgresStore.purge`."""

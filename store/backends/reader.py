@@ -13,11 +13,13 @@ import asyncio
 import contextvars
 import errno
 import functools
+import itertools
 import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from core import telemetry
@@ -70,6 +72,15 @@ class Purging(Protocol):
     async def purge(self, conversation: str) -> int:
         """Remove every record of `conversation` (its id can then be used again, from record 1);
         return how many it held."""
+        ...
+
+
+@runtime_checkable
+class Recent(Protocol):
+    """A store that can tell which conversations were appended to last (`LogCache.warm`)."""
+
+    async def recent(self, limit: int) -> list[str]:
+        """The ids of the `limit` conversations appended to last, the latest first."""
         ...
 
 
@@ -154,6 +165,12 @@ class Threaded:
     async def conversations(self) -> list[str]:
         """See `AsyncStore.conversations`."""
         return await self._call("read", self.store.conversations)
+
+    async def recent(self, limit: int) -> list[str]:
+        """See `Recent.recent`: the store's own `recent`, or none for a store that has none (memory,
+        another object: nothing a new process could find warm)."""
+        recent = getattr(self.store, "recent", None)
+        return [] if recent is None else list(await self._call("read", recent, limit))
 
     async def purge(self, conversation: str) -> int:
         """See `Purging.purge`: the store's own `purge`.
@@ -415,10 +432,61 @@ class LogCache:
         """Drop the log of `conversation` in `store` (removed: its id may begin again)."""
         self._logs.pop((store, conversation), None)
 
+    async def warm(self, stores: Sequence[str], conversations: int) -> Warmed:
+        """Read the logs of the `conversations` conversations appended to last in `stores` (the latest
+        of each store first, the stores in turn), so that their next turns in this process read only
+        what was appended since: what a worker that starts does, before and while it takes turns.
+
+        At most half the records and logs this cache keeps are read, so warming never pushes out a
+        log a turn is using. A store that cannot list its recent conversations (memory, an object) is
+        passed over; one that fails is named in the result and the others are still read.
+        """
+        logs, records = self._bounds
+        limit = min(conversations, logs // 2)
+        warmed = Warmed()
+        if limit <= 0:
+            return warmed
+        listed: list[list[tuple[str, str]]] = []
+        for name in stores:
+            try:
+                store = self.stores.get(name)
+                recent = await store.recent(limit) if isinstance(store, Recent) else []
+            except (ThreadlineError, OSError) as err:
+                warmed.failed[name] = _failure(err)
+                continue
+            listed.append([(name, conversation) for conversation in recent])
+        for name, conversation in (pair for row in itertools.zip_longest(*listed) for pair in row if pair):
+            if warmed.conversations >= limit or warmed.records >= records // 2:
+                break
+            if name in warmed.failed:
+                continue
+            try:
+                log = await self.get(name, conversation).read()
+            except (ThreadlineError, OSError) as err:
+                warmed.failed[name] = _failure(err)
+                continue
+            warmed.conversations += 1
+            warmed.records += log.n
+        return warmed
+
+
+@dataclass(slots=True)
+class Warmed:
+    """What `LogCache.warm` read: logs and records, and the stores that failed with their error codes."""
+
+    conversations: int = 0
+    records: int = 0
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def _failure(err: ThreadlineError | OSError) -> str:
+    """A failed store's error, as a code (never a message: it may name a path or a database)."""
+    return str(err.code) if isinstance(err, ThreadlineError) else errno.errorcode.get(err.errno or 0, "OSError")
+
 
 def now() -> float:
     """The wall clock, for lease and state decisions (readers and activities may read it; workflows may not)."""
     return time.time()
 
 
-__all__ = ["AsyncStore", "ConversationLog", "LogCache", "Purging", "Stores", "Threaded", "now"]
+__all__ = ["AsyncStore", "ConversationLog", "LogCache", "Purging", "Recent", "Stores", "Threaded", "Warmed", "now"]

@@ -244,6 +244,7 @@ def test_the_configuration_defaults_are_the_codes() -> None:
         "THREADLINE_IDLE_TIMEOUT_S": f"{settings.idle_timeout_s:g}",
         "THREADLINE_ATTRIBUTES_EVERY_S": f"{settings.attributes_every_s:g}",
         "THREADLINE_WORKFLOW_CACHE": str(settings.workflow_cache),
+        "THREADLINE_WARM_LOGS": str(settings.warm_logs),
         "THREADLINE_TURNS_PER_RUN": str(settings.turns_per_run),
         "THREADLINE_WORKER_GC": settings.worker_gc,
         "THREADLINE_PAYLOADS": f"$THREADLINE_DATA/{settings.payload_folder.relative_to(settings.data)}",
