@@ -32,6 +32,7 @@ from activities.language_model import OfflineModel, Provider, Providers
 from activities.llm import LLMActivities
 from activities.merges import MergeActivities
 from activities.observed import ObservedProvider
+from activities.plan import prepare_next
 from activities.providers import build_providers, new_http_client
 from activities.scheduling import ScheduleActivities
 from activities.starting import StartActivities
@@ -47,12 +48,13 @@ from store.backends.blobs import open_blobs
 from store.backends.folder import FolderStore
 from store.backends.opening import StoreSet, as_store, migrate_stores
 from store.backends.postgres import PostgresStore
-from store.backends.reader import LogCache, Threaded
+from store.backends.reader import LogCache, Threaded, now
 from store.calls.lines import CallLog
 from store.calls.log import call_log, store_call_log
 from store.calls.metrics import load_metrics
 from store.flows.manager import load_flows
-from store.programs.program import load_programs
+from store.log.state import Log
+from store.programs.program import Program, load_programs
 from workflows.attributes import SEARCH_ATTRIBUTE_KEYS
 from workflows.conversation import ConversationWorkflow
 from workflows.evaluation import EvaluationWorkflow
@@ -98,9 +100,9 @@ def build_worker(
         plugins.append(collector_plugin())
     calls = CallWriter(call_logs(settings, opened if stores is None else stores))
     logs = LogCache(opened.records)
-    if settings.warm_logs:
-        plugins.append(_warming(logs, opened.records.names(), settings.warm_logs))
     programs = load_programs(settings.programs)
+    if settings.warm_logs:
+        plugins.append(_warming(logs, opened.records.names(), settings.warm_logs, programs))
     transcript = TranscriptActivities(
         logs, programs, calls=calls, prices=settings.prices, default_model=settings.model, budgets=settings.budgets
     )
@@ -194,19 +196,24 @@ def _closing(stores: StoreSet) -> SimplePlugin:
     return SimplePlugin("threadline.closing-stores", run_context=closed_after)
 
 
-def _warming(logs: LogCache, stores: list[str], conversations: int) -> SimplePlugin:
+def _warming(logs: LogCache, stores: list[str], conversations: int, programs: Mapping[str, Program]) -> SimplePlugin:
     """The worker plugin that reads the logs of the conversations appended to last while the worker
-    starts and runs (`LogCache.warm`), and stops reading when the worker stops."""
+    starts and runs, with what each next turn is shown (`LogCache.warm`, `prepare_next`), and stops
+    reading when the worker stops."""
+
+    def prepare(log: Log) -> bool:
+        return prepare_next(log, programs, now=now())
 
     async def warm() -> None:
         began = time.monotonic()
         try:
-            warmed = await logs.warm(stores, conversations)
+            warmed = await logs.warm(stores, conversations, prepare=prepare)
         except Exception as err:  # noqa: BLE001 - a worker runs on without its logs warm: turns read them as they come
             logger.warning("logs.warming_failed", error=type(err).__name__)
             return
         seconds = round(time.monotonic() - began, 3)
-        logger.info("logs.warmed", conversations=warmed.conversations, records=warmed.records, seconds=seconds)
+        counts = {"conversations": warmed.conversations, "records": warmed.records, "prepared": warmed.prepared}
+        logger.info("logs.warmed", **counts, seconds=seconds)
         for store, code in warmed.failed.items():
             logger.warning("logs.warming_failed", store=store, code=code)
 

@@ -110,17 +110,7 @@ def build_request(
     (this turn's tool calls and their results so far). The program's tools are offered.
 
     `renders` (`Shown.renders`) keeps each exchange's messages for the next request that shows it."""
-    messages: list[Message] = []
-    kept = renders if renders is not None else []
-    for n, exchange in enumerate(exchanges):
-        if n < len(kept) and kept[n][0] is exchange:
-            messages.extend(kept[n][1])
-            continue
-        rendered = _exchange_messages(exchange, n)
-        messages.extend(rendered)
-        if renders is not None:
-            del renders[n:]
-            renders.append((exchange, rendered))
+    messages = exchange_messages(exchanges, renders)
     messages.append(Message("user", render_values(inputs)))
     written = ("plain", "reasoning")  # the model writes its reasoning too, when the program asks for it
     outputs = tuple(f for f in program.field_records() if f["direction"] == "output" and f["purpose"] in written)
@@ -134,6 +124,23 @@ def build_request(
         tools=tuple(t.spec for t in program.tools),
         max_tokens=max_tokens,
     )
+
+
+def exchange_messages(exchanges: Sequence[Mapping[str, Any]], renders: list[Any] | None = None) -> list[Message]:
+    """Earlier turns (`exchanges`) as the model is shown them, each kept in `renders` (`Shown.renders`)
+    for the next request that shows it, or taken from there."""
+    messages: list[Message] = []
+    kept = renders if renders is not None else []
+    for n, exchange in enumerate(exchanges):
+        if n < len(kept) and kept[n][0] is exchange:
+            messages.extend(kept[n][1])
+            continue
+        rendered = _exchange_messages(exchange, n)
+        messages.extend(rendered)
+        if renders is not None:
+            del renders[n:]
+            renders.append((exchange, rendered))
+    return messages
 
 
 def _exchange_messages(exchange: Mapping[str, Any], n: int) -> tuple[Message, ...]:

@@ -21,7 +21,7 @@ from store.log.state import Log
 from store.log.turns import Begin, Busy, Existing, Steered, TurnRequest, begin_turn
 from store.programs.program import Program
 
-from .language_model import Message, ModelRequest, build_request
+from .language_model import Message, ModelRequest, build_request, exchange_messages
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,3 +103,21 @@ def request_of(
     return build_request(
         program, seen.exchanges, inputs, model=model, sections=seen.sections, steps=steps, renders=seen.renders
     )
+
+
+def prepare_next(log: Log, programs: Mapping[str, Program], *, now: float) -> bool:
+    """Work out what a next turn after the log's head is shown under the default context rule, and the
+    messages of its request, so they are kept beside the log (a long branch's showing,
+    `store.log.memo`) and that turn adds only its parent's part: what a worker that starts does for
+    the logs it reads (`reader.LogCache.warm`). False: nothing kept (no head, a program not registered
+    here or one with code, a branch too short or still changing)."""
+    head = log.turns.get(log.head) if log.head is not None else None
+    version = log.programs.get(str(head.record.get("program"))) if head is not None else None
+    program = programs.get(str(version.get("name"))) if version is not None else None
+    if head is None or program is None or program.kind == "module":
+        return False
+    seen = shown(log, head.id, fields=program.field_records(), signature=program.signature, now=now)
+    if seen.renders is None:
+        return False
+    exchange_messages(seen.exchanges, seen.renders)
+    return True

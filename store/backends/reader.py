@@ -432,10 +432,13 @@ class LogCache:
         """Drop the log of `conversation` in `store` (removed: its id may begin again)."""
         self._logs.pop((store, conversation), None)
 
-    async def warm(self, stores: Sequence[str], conversations: int) -> Warmed:
+    async def warm(
+        self, stores: Sequence[str], conversations: int, *, prepare: Callable[[Log], bool] | None = None
+    ) -> Warmed:
         """Read the logs of the `conversations` conversations appended to last in `stores` (the latest
         of each store first, the stores in turn), so that their next turns in this process read only
         what was appended since: what a worker that starts does, before and while it takes turns.
+        `prepare` then works out what a next turn of each is shown (True: something was kept).
 
         At most half the records and logs this cache keeps are read, so warming never pushes out a
         log a turn is using. A store that cannot list its recent conversations (memory, an object) is
@@ -467,15 +470,20 @@ class LogCache:
                 continue
             warmed.conversations += 1
             warmed.records += log.n
+            if prepare is not None and prepare(log):
+                warmed.prepared += 1
+                await asyncio.sleep(0)  # a long branch's showing took milliseconds: let turns run
         return warmed
 
 
 @dataclass(slots=True)
 class Warmed:
-    """What `LogCache.warm` read: logs and records, and the stores that failed with their error codes."""
+    """What `LogCache.warm` read: logs and records, the logs whose next turn's showing it kept, and the
+    stores that failed with their error codes."""
 
     conversations: int = 0
     records: int = 0
+    prepared: int = 0
     failed: dict[str, str] = field(default_factory=dict)
 
 

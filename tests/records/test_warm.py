@@ -8,17 +8,23 @@ import asyncio
 import functools
 import os
 import shutil
+import time
 from pathlib import Path
 
 from structlog.testing import capture_logs
 from temporalio.client import Client
 
+from activities.plan import prepare_next, request_of
 from core.settings import Settings
 from store.backends.folder import FolderStore
 from store.backends.locate import postgres_url
 from store.backends.memory import MemoryStore
 from store.backends.postgres import AsyncPostgresStore, PostgresStore
 from store.backends.reader import LogCache, Stores, Threaded
+from store.log.memo import KEPT_FROM
+from store.log.rules import shown
+from store.log.state import Log
+from store.programs.program import load_programs
 from threadline.client import Threadline
 from worker import build_worker
 
@@ -99,16 +105,38 @@ async def test_postgres_names_the_conversations_appended_to_last_first(pg_spec: 
 async def test_a_worker_that_starts_reads_the_latest_logs(
     client: Client, settings: Settings, tl: Threadline, cid: str
 ) -> None:
+    """The new worker reads the conversation's log and keeps what its next turn is shown (a branch of
+    `KEPT_FROM` turns keeps it), and that turn's request is the one a log read afresh builds."""
     async with build_worker(client, settings):
         chat = tl.conversation("tutor", id=cid)
-        for text in ("one", "two"):
-            await chat.predict(text)
-    held = FolderStore(settings.store_folder("default")).count(cid)
+        for k in range(KEPT_FROM):
+            await chat.predict(f"turn {k}")
+    folder = FolderStore(settings.store_folder("default"))
+    held = folder.count(cid)
     with capture_logs() as events:
         async with build_worker(client, settings):
             for _ in range(200):
                 if warmed := [e for e in events if e["event"] == "logs.warmed"]:
                     break
                 await asyncio.sleep(0.05)
-    assert [(1, held)] == [(e["conversations"], e["records"]) for e in warmed]
-    assert held >= 6  # the program, and each turn's records
+    assert [(1, held, 1)] == [(e["conversations"], e["records"], e["prepared"]) for e in warmed]
+
+    programs = load_programs(())
+    prepared, fresh = Log(folder.read(cid)), Log(folder.read(cid))
+    assert prepare_next(prepared, programs, now=time.time())
+    assert prepared.shown_memo is not None
+    assert KEPT_FROM == len(prepared.shown_memo.renders)
+    requests = []
+    for log in (prepared, fresh):
+        assert log.head is not None
+        seen = shown(
+            log,
+            log.head,
+            fields=programs["tutor"].field_records(),
+            signature=programs["tutor"].signature,
+            now=time.time(),
+        )
+        requests.append(request_of(programs["tutor"], seen, {"message": "next"}, model="offline"))
+    assert requests[0] == requests[1]
+    assert 2 * KEPT_FROM + 1 == len(requests[0].messages)
+    assert not prepare_next(Log(folder.read(cid)[:-40]), programs, now=time.time())  # a short branch: nothing kept
