@@ -102,7 +102,7 @@ def build_worker(
     logs = LogCache(opened.records)
     programs = load_programs(settings.programs)
     if settings.warm_logs:
-        plugins.append(_warming(logs, opened.records.names(), settings.warm_logs, programs))
+        plugins.append(_warming(logs, opened.existing(), settings.warm_logs, programs))
     transcript = TranscriptActivities(
         logs, programs, calls=calls, prices=settings.prices, default_model=settings.model, budgets=settings.budgets
     )

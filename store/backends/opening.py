@@ -165,6 +165,7 @@ class StoreSet:
         hidden: Mapping[str, StoreSpec] | None = None,
     ) -> None:
         self.specs = dict(specs)
+        self._given = records is not None
         if records is None:
             self.records = Stores({name: _opener(spec) for name, spec in self.specs.items()})
         else:
@@ -186,6 +187,19 @@ class StoreSet:
     def names(self) -> list[str]:
         """The names of the stores, sorted."""
         return self.records.names()
+
+    def existing(self) -> list[str]:
+        """The names of the stores that are there already (a database, a folder that holds
+        conversations, a store object given), sorted: what a worker that starts reads from
+        (`reader.LogCache.warm`), which makes no folder."""
+        return [
+            name
+            for name in self.names()
+            if name not in self.specs  # given as an object
+            or self._given
+            or is_database_url(self.specs[name])
+            or (Path(self.specs[name]) / "conversations").is_dir()
+        ]
 
     def knows(self, target: object) -> bool:
         """Whether store object `target` was given to this set (by name, or adopted before)."""
