@@ -15,6 +15,7 @@ nothing of the transcript passes through Temporal.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Unpack
@@ -86,18 +87,33 @@ async def connect(
     return tl
 
 
+LOOKUP_TIMEOUT_S = 5.0
+LOOKUP_PAUSES_S = (0.2, 0.4)
+"""A client's first call looks up Threadline's search attributes: each try has `LOOKUP_TIMEOUT_S`,
+and one Temporal did not answer is asked again after each pause before the call fails with it."""
+
+
 async def _registered(client: Client, namespace: str) -> bool:
     from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 
-    try:
-        with crossing():
-            request = ListSearchAttributesRequest(namespace=namespace)
-            found = await client.operator_service.list_search_attributes(request)
-    except Unreached:
-        raise  # asked again by the next call that needs Temporal
-    except ThreadlineError:
-        return False
-    return all(key.name in found.custom_attributes for key in SEARCH_ATTRIBUTE_KEYS)
+    async def lookup() -> bool:
+        try:
+            with crossing():
+                found = await client.operator_service.list_search_attributes(
+                    ListSearchAttributesRequest(namespace=namespace), timeout=timedelta(seconds=LOOKUP_TIMEOUT_S)
+                )
+        except Unreached:
+            raise
+        except ThreadlineError:
+            return False
+        return all(key.name in found.custom_attributes for key in SEARCH_ATTRIBUTE_KEYS)
+
+    for pause in LOOKUP_PAUSES_S:
+        try:
+            return await lookup()
+        except Unreached:
+            await asyncio.sleep(pause)
+    return await lookup()  # its `Unreached` fails the call: the next call that needs Temporal asks again
 
 
 class Threadline(Listing):
