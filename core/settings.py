@@ -202,7 +202,7 @@ class Settings:
     recently used go; an evicted one replays its current run at its next turn); 0 keeps none."""
     warm_logs: int = DEFAULT_WARM_LOGS
     """`THREADLINE_WARM_LOGS`: a worker that starts reads at once the logs of this many conversations,
-    those appended to last (at most 512, and 300,000 records), so that their next turns on it read
+    those appended to last (at most 512, and 100,000 records), so that their next turns on it read
     only what was appended since; 0 reads none until a turn asks."""
     prices: dict[str, Price] = field(default_factory=dict)
     """`THREADLINE_PRICES={"model": {"input": X, "output": Y}}`: what a model costs per million tokens read and

@@ -326,6 +326,10 @@ showing is kept, `store.log.memo`: about 1.1 GB), so a conversation of 100,000 t
 stays cached beside others instead of being read again at its next turn."""
 
 
+WARM_RECORDS = 100_000
+"""The most records a worker that starts reads before its turns ask (`LogCache.warm`): about 130 MB."""
+
+
 class Stores:
     """The stores a process knows, by name, each opened on first use (a folder is made then, not before)."""
 
@@ -433,16 +437,23 @@ class LogCache:
         self._logs.pop((store, conversation), None)
 
     async def warm(
-        self, stores: Sequence[str], conversations: int, *, prepare: Callable[[Log], bool] | None = None
+        self,
+        stores: Sequence[str],
+        conversations: int,
+        *,
+        most_records: int = WARM_RECORDS,
+        prepare: Callable[[Log], bool] | None = None,
     ) -> Warmed:
         """Read the logs of the `conversations` conversations appended to last in `stores` (the latest
         of each store first, the stores in turn), so that their next turns in this process read only
         what was appended since: what a worker that starts does, before and while it takes turns.
         `prepare` then works out what a next turn of each is shown (True: something was kept).
 
-        At most half the records and logs this cache keeps are read, so warming never pushes out a
-        log a turn is using. A store that cannot list its recent conversations (memory, an object) is
-        passed over; one that fails is named in the result and the others are still read.
+        At most half the logs this cache keeps, and `most_records` records (at most half of its
+        records), are read: warming never pushes out a log a turn is using, and a worker that starts
+        beside the 256 longest conversations does not take a cache's worth of memory at once. A store
+        that cannot list its recent conversations (memory, an object) is passed over; one that fails
+        is named in the result and the others are still read.
         """
         logs, records = self._bounds
         limit = min(conversations, logs // 2)
@@ -459,7 +470,7 @@ class LogCache:
                 continue
             listed.append([(name, conversation) for conversation in recent])
         for name, conversation in (pair for row in itertools.zip_longest(*listed) for pair in row if pair):
-            if warmed.conversations >= limit or warmed.records >= records // 2:
+            if warmed.conversations >= limit or warmed.records >= min(records // 2, most_records):
                 break
             if name in warmed.failed:
                 continue

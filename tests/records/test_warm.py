@@ -68,6 +68,8 @@ async def test_warming_stays_within_half_of_what_the_cache_keeps(tmp_path: Path)
     assert (2, 12) == (by_records.conversations, by_records.records)  # stops once 10 records are read
     by_logs = await cache_of({"default": store}, logs=6).warm(["default"], 100)
     assert 3 == by_logs.conversations
+    by_most = await cache_of({"default": store}).warm(["default"], 100, most_records=13)
+    assert (3, 18) == (by_most.conversations, by_most.records)  # stops once 13 records are read
     assert 0 == (await cache_of({"default": store}).warm(["default"], 0)).conversations
 
 
