@@ -100,6 +100,11 @@ def _parse_piece(data: bytes, starts: array[int], ends: array[int], first: int, 
     return [_parse(line, long_number=long_number) for line in lines]
 
 
+def conversations_folder(folder: str | os.PathLike[str]) -> Path:
+    """Where the folder store at `folder` keeps its conversations' files (`~` expanded, made absolute)."""
+    return Path(os.fspath(folder)).expanduser().absolute() / "conversations"
+
+
 class FolderStore:
     """A record log in a folder that functai processes may share at the same time.
 
@@ -115,7 +120,7 @@ class FolderStore:
 
     def __init__(self, folder: str | os.PathLike[str], *, cache: int = 256, cache_bytes: int = 256 << 20) -> None:
         self.folder = Path(os.fspath(folder)).expanduser().absolute()
-        self._dir = self.folder / "conversations"
+        self._dir = conversations_folder(self.folder)
         os.makedirs(self._dir, mode=0o700, exist_ok=True)
         self._cache: OrderedDict[str, _Lines] = OrderedDict()
         self._cache_size = cache

@@ -24,7 +24,7 @@ from core.settings import StoreSpec, is_database_url
 from store.records import Record
 
 from .base import Store
-from .folder import FolderStore
+from .folder import FolderStore, conversations_folder
 from .locate import postgres_url
 from .memory import MemoryStore
 from .objects import ObjectStore
@@ -198,7 +198,7 @@ class StoreSet:
             if name not in self.specs  # given as an object
             or self._given
             or is_database_url(self.specs[name])
-            or (Path(self.specs[name]) / "conversations").is_dir()
+            or conversations_folder(self.specs[name]).is_dir()
         ]
 
     def knows(self, target: object) -> bool:

@@ -11,6 +11,7 @@ import shutil
 import time
 from pathlib import Path
 
+import pytest
 from structlog.testing import capture_logs
 from temporalio.client import Client
 
@@ -19,6 +20,7 @@ from core.settings import Settings
 from store.backends.folder import FolderStore
 from store.backends.locate import postgres_url
 from store.backends.memory import MemoryStore
+from store.backends.opening import StoreSet
 from store.backends.postgres import AsyncPostgresStore, PostgresStore
 from store.backends.reader import LogCache, Stores, Threaded
 from store.log.memo import KEPT_FROM
@@ -52,6 +54,16 @@ def test_a_folder_names_the_conversations_appended_to_last_first(tmp_path: Path)
     assert [] == store.recent(0)
     store.append("w-old", [{"kind": "note"}])  # appended to now: the latest
     assert ["w-old", "w-new"] == store.recent(2)
+
+
+def test_warming_reads_folders_that_hold_conversations_and_makes_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    folder_with(tmp_path, {"w-one": 1})  # tmp_path / "store", written as "~/store" below
+    specs = {"held": "~/store", "absent": str(tmp_path / "absent")}
+    assert ["held"] == StoreSet(specs).existing()
+    assert not (tmp_path / "absent").exists()
 
 
 async def test_warming_reads_the_latest_logs_whole(tmp_path: Path) -> None:
