@@ -30,12 +30,14 @@ history events of the run the cold turn replayed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -126,11 +128,7 @@ async def measure(tl: Threadline, colds: dict[int, Cold], tag: str) -> None:
         f"(the filler's second turn, evicted) {replay:.0f} ms",
         flush=True,
     )
-    for size, cold in colds.items():
-        await filler.predict(question(size))
-        cold.replayed.append(await current_run(cold.chat))
-        cold.new_workers.append(await timed(cold.chat, question(size)))
-        cold.warm_after_new.append(await timed(cold.chat, question(size + 1)))
+    await first_turns(filler, colds, warmed=True)
     for r in range(ROUNDS):
         order = list(colds.items()) if r % 2 == 0 else list(colds.items())[::-1]
         for size, cold in order:
@@ -147,13 +145,12 @@ async def measure(tl: Threadline, colds: dict[int, Cold], tag: str) -> None:
         )
 
 
-async def first_turns(tl: Threadline, colds: dict[int, Cold], tag: str, *, warmed: bool) -> None:
-    """On a new worker (`warmed`: its logs warmed as it started): each conversation's first turn, as
-    `measure`'s first."""
-    filler = tl.conversation("tutor", id=f"cold-{tag}-filler")
-    await filler.predict("Hello")
+async def first_turns(filler: Conversation, colds: dict[int, Cold], *, warmed: bool) -> None:
+    """On a new worker (`warmed`: its logs warmed as it started): each conversation's first turn, a
+    filler turn before it so the cache holds another one, and the warm turn right after it."""
     for size, cold in colds.items():
         await filler.predict(question(size))
+        cold.replayed.append(await current_run(cold.chat))
         took = await timed(cold.chat, question(size))
         (cold.new_workers if warmed else cold.unwarmed).append(took)
         cold.warm_after_new.append(await timed(cold.chat, question(size + 1)))
@@ -201,6 +198,18 @@ def chart(colds: dict[int, Cold]) -> Chart:
     )
 
 
+@contextlib.asynccontextmanager
+async def running(settings: Settings, log: Path, variables: dict[str, str] | None = None) -> AsyncIterator[None]:
+    """A worker process, ready; stopped after `SETTLE_S` however the block ends."""
+    worker = WorkerProcess(settings, log, env=variables)
+    try:
+        await asyncio.to_thread(worker.wait_ready, 90.0)
+        yield
+    finally:
+        await asyncio.sleep(SETTLE_S)
+        await asyncio.to_thread(worker.stop)
+
+
 async def run() -> Section:
     """Build the conversations on one worker, measure on a new one caching one conversation."""
     with tempfile.TemporaryDirectory(prefix="bench-scale-cold-") as tmp:
@@ -215,29 +224,16 @@ async def run() -> Section:
             print(f"  {settings.turns_per_run} turns per workflow run", flush=True)
             tl = await connect(settings, client=env.client)
             tag = uuid.uuid4().hex[:6]
-            worker = WorkerProcess(settings, root / "worker-0.log")
-            try:
-                await asyncio.to_thread(worker.wait_ready, 90.0)
+            async with running(settings, root / "worker-0.log"):
                 colds = await build(tl, tag)
-            finally:
-                await asyncio.sleep(SETTLE_S)
-                await asyncio.to_thread(worker.stop)
-            worker = WorkerProcess(settings, root / "worker-1.log", env=worker_env(1))
-            try:
-                await asyncio.to_thread(worker.wait_ready, 90.0)
+            async with running(settings, root / "worker-1.log", worker_env(1)):
                 await measure(tl, colds, tag)
-            finally:
-                await asyncio.sleep(SETTLE_S)
-                await asyncio.to_thread(worker.stop)
             for k in range(2, 2 * NEW_WORKERS + 1):  # not warmed, warmed, ... alternating
                 warmed = k % 2 == 1
                 variables = worker_env(1) if warmed else {**worker_env(1), "THREADLINE_WARM_LOGS": "0"}
-                worker = WorkerProcess(settings, root / f"worker-{k}.log", env=variables)
-                try:
-                    await asyncio.to_thread(worker.wait_ready, 90.0)
-                    await first_turns(tl, colds, tag, warmed=warmed)
-                finally:
-                    await asyncio.sleep(SETTLE_S)
-                await asyncio.to_thread(worker.stop)
+                async with running(settings, root / f"worker-{k}.log", variables):
+                    filler = tl.conversation("tutor", id=f"cold-{tag}-filler")
+                    await filler.predict("Hello")  # the new process's own first task and imports
+                    await first_turns(filler, colds, warmed=warmed)
     check(all(c.warm for c in colds.values()), "every conversation took its warm turns")
     return Section(rows_for(colds), [chart(colds)])
