@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -44,4 +45,20 @@ async def start_dev_server(payloads: Path | None = None) -> WorkflowEnvironment:
     folder = payloads or Path(tempfile.mkdtemp(prefix="bench-payloads-"))
     with stdout_to_devnull():
         polls = ("--dynamic-config-value", f"{TRANSFER_POLLS_KEY}={TRANSFER_POLLS}")
-        return await dev_server(folder, log_level="error", extra_args=polls if TRANSFER_POLLS else ())
+        env = await dev_server(folder, log_level="error", extra_args=polls if TRANSFER_POLLS else ())
+    return env if payloads else _Removing(env, folder)
+
+
+class _Removing(WorkflowEnvironment):
+    """A dev server's environment that removes the payload folder made for it when it shuts down."""
+
+    def __init__(self, env: WorkflowEnvironment, folder: Path) -> None:
+        super().__init__(env.client)
+        self._env = env
+        self._folder = folder
+
+    async def shutdown(self) -> None:
+        try:
+            await self._env.shutdown()
+        finally:
+            shutil.rmtree(self._folder, ignore_errors=True)

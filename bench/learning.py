@@ -47,22 +47,22 @@ def rows() -> list[dict[str, Any]]:
 
 
 async def run() -> None:
-    env = await start_dev_server()
-    data = Path(tempfile.mkdtemp(prefix="bench-learning-"))
-    settings = dataclasses.replace(
-        Settings.from_env({}),
-        data=data,
-        stores={"default": data / "store"},
-        address=env.client.service_client.config.target_host,
-        task_queue=f"bench-{uuid.uuid4()}",
-        payloads=data / "payloads",
-        programs=("tests.support.learning_programs",),
-    )
-    async with build_worker(env.client, settings):
-        tl = await threadline.connect(settings, client=env.client)
-        await merges(tl)
-        await evaluations(tl)
-    await env.shutdown()
+    with tempfile.TemporaryDirectory(prefix="bench-learning-") as tmp:
+        async with await start_dev_server() as env:
+            data = Path(tmp)
+            settings = dataclasses.replace(
+                Settings.from_env({}),
+                data=data,
+                stores={"default": data / "store"},
+                address=env.client.service_client.config.target_host,
+                task_queue=f"bench-{uuid.uuid4()}",
+                payloads=data / "payloads",
+                programs=("tests.support.learning_programs",),
+            )
+            async with build_worker(env.client, settings):
+                tl = await threadline.connect(settings, client=env.client)
+                await merges(tl)
+                await evaluations(tl)
 
 
 async def merges(tl: threadline.Threadline) -> None:
