@@ -1,6 +1,6 @@
 """What bench/turns.py needs to set Threadline beside both of its anchors: the best bare
 conversation's client handle, a count of the client's calls to the server, and the table of the
-three systems' figures side by side.
+four systems' figures side by side.
 
 The count is taken below the SDK, one per RPC the client sends (an update the server answered
 before it completed would show as a second call, `poll_workflow_execution_update`), so it says how
@@ -29,8 +29,9 @@ SYSTEMS = {
     "threadline": "threadline",
     "anchor": "anchor: signal-with-start + `wait` update",
     "best": "anchor: the best bare conversation (update-with-start)",
+    "placed": "the best bare conversation, placed first (two fsynced appends)",
 }
-"""The three systems of bench/turns.py, by the names its figures are kept under, and as the table heads them."""
+"""The systems of bench/turns.py, by the names its figures are kept under, and as the table heads them."""
 
 
 class CountedCalls(ServiceClient):
@@ -87,13 +88,15 @@ class BestBareChat:
     task_queue: str
     id: str
     path: Path
+    placed: bool = False
+    """Started `placed` (bench/_bare.py): each turn appends a line placing it before its answer's."""
 
     async def predict(self, text: str, phases: dict[str, list[float]] | None = None) -> str:
         """Send a turn and get its answer (`phases`: append the seconds the call took)."""
         start = time.perf_counter()
         begin = WithStartWorkflowOperation(
             BestBareConversation.run,
-            str(self.path),
+            args=[str(self.path), True] if self.placed else [str(self.path)],
             id=self.id,
             task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -109,7 +112,7 @@ class BestBareChat:
 
 @dataclass(slots=True)
 class Figure:
-    """One measure for the three systems (`values` by system name)."""
+    """One measure for the systems (`values` by system name; a system not measured has none)."""
 
     measure: str
     unit: str
@@ -138,7 +141,7 @@ class Figure:
 
 @dataclass(slots=True)
 class Beside:
-    """Figures of Threadline and both anchors from one run, printed as one table."""
+    """Figures of Threadline, both anchors and the placed best bare conversation from one run, printed as one table."""
 
     figures: list[Figure] = field(default_factory=list)
 
@@ -159,10 +162,11 @@ class Beside:
         """Print `title`, then the table: Threadline, each anchor and Threadline's ratio to it."""
         print(f"\n{title}\n")
         header = f"| measure | {SYSTEMS['threadline']} | {SYSTEMS['anchor']} | ratio | {SYSTEMS['best']} | ratio |"
-        print(f"{header} target vs best bare |")
-        print("|---|---:|---:|---:|---:|---:|---|")
+        print(f"{header} target vs best bare | {SYSTEMS['placed']} | ratio |")
+        print("|---|---:|---:|---:|---:|---:|---|---:|---:|")
         for f in self.figures:
             better = "higher is better" if f.higher else "lower is better"
             cells = [f"{f.measure} ({better})", f.cell("threadline")]
             cells += [f.cell("anchor"), f.ratio("anchor"), f.cell("best"), f.ratio("best"), f.met()]
+            cells += [f.cell("placed"), f.ratio("placed")]
             print("| " + " | ".join(cells) + " |")

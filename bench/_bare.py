@@ -5,6 +5,12 @@ shape Threadline's design gives a turn. `BestBareConversation` is what a plain T
 write for the fewest round trips: each turn one update-with-start, whose handler runs the activity
 and returns its answer. Both run the same one activity, which appends one fsynced line.
 
+A best bare conversation started `placed` keeps what Threadline promises of a turn's record: the
+activity appends a line that places the turn (fsynced) before it works out the answer, then the
+answer's line (fsynced), each in its own hand-off to a thread, as a turn placed before its model
+call and ended after it is. It is a measure of what that promise costs a bare conversation, not an
+anchor the targets are set against.
+
 The workflow sandbox executes a workflow's module again for every new workflow instance, so the
 anchors live in this small module (as Threadline's workflow does in `workflows/`): defined inside
 the large benchmark module, each instance would pay for re-running all of it, and the anchors
@@ -38,6 +44,8 @@ class BareAppend:
     path: str
     request_id: str
     text: str
+    placed: bool = False
+    """Append a line placing the turn before the answer's (each fsynced)."""
 
 
 def _append_line(path: str, data: bytes) -> None:
@@ -51,7 +59,11 @@ def _append_line(path: str, data: bytes) -> None:
 
 @activity.defn(name="bare.append")
 async def bare_append(turn: BareAppend) -> str:
-    """Answer the turn and append it, as one fsynced JSON line, to the conversation's file."""
+    """Answer the turn and append it, as one fsynced JSON line, to the conversation's file (`placed`:
+    after a line that places it)."""
+    if turn.placed:
+        placing = {"kind": "placed", "request_id": turn.request_id, "inputs": {"message": turn.text}}
+        await asyncio.to_thread(_append_line, turn.path, (json.dumps(placing, ensure_ascii=False) + "\n").encode())
     answer = f"(bare) You said: {turn.text}"
     line = {"kind": "turn", "request_id": turn.request_id, "inputs": {"message": turn.text}, "result": answer}
     data = (json.dumps(line, ensure_ascii=False) + "\n").encode()
@@ -93,17 +105,18 @@ class BestBareConversation:
     """Each turn is one `turn` update (sent with update-with-start): it runs the activity and returns the answer."""
 
     @workflow.init
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, placed: bool = False) -> None:
         self.path = path
+        self.placed = placed
 
     @workflow.update(name="turn")
     async def turn(self, send: BareSend) -> str:
         return await workflow.execute_activity(
             bare_append,
-            BareAppend(path=self.path, request_id=send.request_id, text=send.text),
+            BareAppend(path=self.path, request_id=send.request_id, text=send.text, placed=self.placed),
             start_to_close_timeout=timedelta(seconds=30),
         )
 
     @workflow.run
-    async def run(self, path: str) -> None:
+    async def run(self, path: str, placed: bool = False) -> None:
         await workflow.wait_condition(lambda: False)  # open for the next turn, as a conversation is

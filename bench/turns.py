@@ -21,7 +21,10 @@ Measured:
    the systems taking turns in a rotating order; the client's calls to the server per turn.
 2. Throughput: 100 conversations at once, 3 sequential turns each; turns per second, and the CPU
    a turn cost this process (client and workers) and the dev server (read from /proc, Linux).
-   Where that CPU goes: `python -m bench._profile` (py-spy), summarised in bench/profiles/.
+   Where that CPU goes: `python -m bench._profile` (py-spy), summarised in bench/profiles/. A
+   fourth system runs here alone: the best bare conversation placed first (bench/_bare.py), whose
+   turn appends a placing line before its answer's, two fsynced appends as Threadline's turn makes:
+   what that promise costs a bare conversation, beside what Threadline's turn costs.
 3. Recovery: `kill -9` of a worker subprocess while a turn's model call runs, a new worker started
    at once; time from the kill until the new worker asks the model again (its `model.requested`).
 4. Stop latency: a turn whose model takes 30 s, stopped with `chat.stop(turn)` (a signal) or with a
@@ -262,6 +265,13 @@ class Bench:
         folder.mkdir(exist_ok=True)
         cid = f"best-{name}-{uuid.uuid4().hex[:8]}"
         return BestBareChat(self.callers, self.bare_queue, f"best/{cid}", folder / f"{cid}.jsonl")
+
+    def placed(self, name: str) -> BestBareChat:
+        """A best bare conversation started `placed` (bench/_bare.py): two fsynced appends a turn."""
+        folder = self.root / "placed"
+        folder.mkdir(exist_ok=True)
+        cid = f"placed-{name}-{uuid.uuid4().hex[:8]}"
+        return BestBareChat(self.callers, self.bare_queue, f"best/{cid}", folder / f"{cid}.jsonl", placed=True)
 
     def threadline(self, name: str) -> Conversation:
         return self.tl.conversation("tutor", id=f"tl-{name}-{uuid.uuid4().hex[:8]}")
@@ -643,8 +653,8 @@ async def settle(limit: float = 10.0) -> None:
 
 
 async def bench_throughput(b: Bench, beside: Beside) -> list[Row]:
-    """`CONVERSATIONS` conversations at once, `TURNS_EACH` sequential turns each, per system (the three
-    systems' medians also kept in `beside`)."""
+    """`CONVERSATIONS` conversations at once, `TURNS_EACH` sequential turns each, per system (the
+    systems' medians also kept in `beside`; the placed best bare conversation is measured here alone)."""
 
     async def one(predict: Callable[[str], Awaitable[Any]]) -> None:
         for k in range(TURNS_EACH):
@@ -654,6 +664,7 @@ async def bench_throughput(b: Bench, beside: Beside) -> list[Row]:
         "threadline": lambda i: b.threadline(f"load{i}"),
         "anchor": lambda i: b.bare(f"load{i}").predict,
         "best": lambda i: b.best(f"load{i}").predict,
+        "placed": lambda i: b.placed(f"load{i}").predict,
     }
     rates: dict[str, list[float]] = {name: [] for name in makers}
     cpu: dict[str, list[tuple[float, float]]] = {name: [] for name in makers}
@@ -913,7 +924,7 @@ async def run() -> list[Row]:
 
             print("\n7. Throughput with worker processes on 1, 2 and 3 test hosts (ratio = n hosts / 1 host)")
             rows += await bench_hosts(Row)
-    beside.print("Threadline beside both anchors (ratio = threadline / that anchor)")
+    beside.print("Threadline beside both anchors and the placed best bare conversation (ratio = threadline / that)")
     return rows
 
 
