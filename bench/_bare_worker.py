@@ -1,9 +1,12 @@
-"""The anchor's worker as a process of its own: the bare Temporal conversation (bench/_bare.py) alone.
+"""The anchors' worker as a process of its own: both bare Temporal conversations (bench/_bare.py) alone.
 
     python -m bench._bare_worker ADDRESS TASK_QUEUE PAYLOADS CACHE
 
 It prints `ready` once it polls and stops at SIGTERM, so its memory can be read from /proc as a
-Threadline worker's is (bench/_scale_idle.py, bench/_memprofile.py).
+Threadline worker's is (bench/_scale_idle.py, bench/_memprofile.py). Its garbage collector is set
+as a Threadline worker's is by default (`core.collector.tune`): the two processes differ in their
+designs, not in their collectors' settings (in one process, as bench/turns.py's `started` runs
+them, they share one collector).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from pathlib import Path
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from bench._bare import BareConversation, bare_append
+from bench._bare import BareConversation, BestBareConversation, bare_append
+from core.collector import tune
 from core.settings import Settings
 from core.temporal import data_converter
 from store.backends.blobs import FolderBlobs
@@ -39,11 +43,12 @@ async def serve(address: str, queue: str, payloads: str, cache: int) -> None:
     worker = Worker(
         client,
         task_queue=queue,
-        workflows=[BareConversation],
+        workflows=[BareConversation, BestBareConversation],
         activities=[bare_append],
         max_concurrent_activities=200,
         max_cached_workflows=cache,
     )
+    tune()
     async with worker:
         print("ready", flush=True)
         await stop.wait()

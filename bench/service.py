@@ -2,10 +2,12 @@
 
     python -m bench.service [--conversations 5000] [--cache 500] [--minutes 5] [--load 0.7 | --rate R]
 
-One dev server and an in-process worker per system (bench/turns.py's `started`), each caching
-`--cache` conversations (`max_cached_workflows`): Threadline (`await chat(...)`, the offline model)
-and the best bare conversation (bench/_bare.py: one update-with-start per turn, whose handler runs
-one activity appending one fsynced line). For each system in turn:
+One dev server and a worker process per system (bench/turns.py's `served`), each caching `--cache`
+conversations (`max_cached_workflows`), as a service runs its workers: Threadline (`python
+worker.py`, the offline model; sent to with `await chat(...)`) and the best bare conversation
+(bench/_bare.py: one update-with-start per turn, whose handler runs one activity appending one
+fsynced line). The sends come from this process, which shares neither worker's event loop. For each
+system in turn:
 
 1. `--conversations` conversations take one turn each (`CONCURRENCY` at a time): each has a
    history to replay when it comes back cold.
@@ -49,7 +51,7 @@ from bench._report import exit_now, print_table, quiet_logs
 from bench._scale_charts import draw
 from bench._scale_kit import Chart, Row
 from bench._scale_load import ended_records
-from bench.turns import Bench, check, pct, question, started
+from bench.turns import Bench, check, pct, question, served
 from core.errors import ErrorCode, ThreadlineError
 from store.records import uuid7
 
@@ -228,7 +230,7 @@ async def bench(
 ) -> tuple[list[Row], Chart]:
     runs = {name: Run() for name in SYSTEMS}
     with tempfile.TemporaryDirectory(prefix="bench-service-") as tmp:
-        async with started(Path(tmp), cache=cache) as b:
+        async with served(Path(tmp), cache=cache) as b:
             send = systems(b, count, runs)
             for name in SYSTEMS:
                 took = await first_turns(send[name], count)

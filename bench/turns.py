@@ -52,6 +52,7 @@ import dataclasses
 import functools
 import os
 import platform
+import signal
 import statistics
 import sys
 import tempfile
@@ -75,6 +76,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.testing import WorkflowEnvironment
     from temporalio.worker import Worker
 
+    from bench import _bare_worker
     from bench._anchors import Beside, BestBareChat, CountedCalls, counted_client
     from bench._bare import BareConversation, BareSend, BestBareConversation, bare_append
     from bench._pgturns import bench_hosts, bench_store_kinds
@@ -309,6 +311,30 @@ async def started(root: Path, *, cache: int | None = None) -> AsyncIterator[Benc
             tl = await connect(settings, client=callers)
             check(bool(tl.search_attributes), "the server has Threadline's search attributes")
             yield Bench(env, root, settings, tl, bare_queue, callers, calls)
+
+
+@contextlib.asynccontextmanager
+async def served(root: Path, *, cache: int) -> AsyncIterator[Bench]:
+    """As `started`, with each system's worker in a process of its own (`python worker.py` and
+    bench/_bare_worker.py), as a service's workers run: the process that sends shares neither worker's
+    event loop. Both stop when the block ends."""
+    async with await start_dev_server() as env:
+        settings = settings_for(env, root / "threadline", f"bench-threadline-{uuid.uuid4().hex[:8]}")
+        settings = dataclasses.replace(settings, workflow_cache=cache)
+        bare_queue = f"bench-bare-{uuid.uuid4().hex[:8]}"
+        worker = WorkerProcess(settings, root / "worker.log", env={"THREADLINE_WORKFLOW_CACHE": str(cache)})
+        bare = _bare_worker.start(settings, bare_queue, cache)
+        try:
+            await asyncio.to_thread(worker.wait_ready, 90.0)
+            assert bare.stdout is not None
+            check(await asyncio.to_thread(bare.stdout.readline) == "ready\n", "the bare worker started")
+            callers, calls = counted_client(env.client)
+            tl = await connect(settings, client=callers)
+            yield Bench(env, root, settings, tl, bare_queue, callers, calls)
+        finally:
+            await asyncio.to_thread(worker.stop)
+            bare.send_signal(signal.SIGTERM)
+            await asyncio.to_thread(bare.wait, 15)
 
 
 # ------------------------------------------------------------------ 1 and 5. one long conversation each
