@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import socket
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Literal
@@ -380,3 +382,22 @@ def test_a_requests_max_tokens_bounds_the_reply_on_both_wire_formats() -> None:
     assert "max_tokens" not in chat_body(free)
     assert 500 == messages_body(bounded, max_tokens=4096)["max_tokens"]
     assert 4096 == messages_body(free, max_tokens=4096)["max_tokens"]
+
+
+def test_the_fake_provider_closed_mid_reply_logs_no_error(caplog: pytest.LogCaptureFixture) -> None:
+    """A fake provider closed while it streams a reply (a benchmark or test that ends before its slow
+    model answers) cancels that reply's handler: the handler ends quietly, where Python 3.11's stream
+    server logged `Exception in callback` with the CancelledError of the handler's task."""
+    caplog.set_level(logging.ERROR, logger="asyncio")
+    with FakeProvider() as fake:
+        fake.add(Reply(text="slow", delay=30.0))
+        body = json.dumps({"model": "m", "stream": True, "messages": []}).encode()
+        head = f"POST /v1/chat/completions HTTP/1.1\r\nhost: fake\r\ncontent-length: {len(body)}\r\n\r\n"
+        client = socket.create_connection(("127.0.0.1", fake.port))
+        client.sendall(head.encode() + body)
+        deadline = time.monotonic() + 10
+        while not fake.requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert fake.requests, "the fake provider read the request"
+    client.close()
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []

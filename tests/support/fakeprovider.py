@@ -95,6 +95,7 @@ class FakeProvider:
         self._thread = threading.Thread(target=self._loop.run_forever, name="fake-provider", daemon=True)
         self._server: asyncio.Server | None = None
         self._handlers: set[asyncio.Task[None]] = set()
+        self._closing = False
 
     @property
     def url(self) -> str:
@@ -129,6 +130,7 @@ class FakeProvider:
         assert self._server is not None
         self._server.close()
         await self._server.wait_closed()
+        self._closing = True
         for task in self._handlers:
             task.cancel()
         await asyncio.gather(*self._handlers, return_exceptions=True)
@@ -146,6 +148,11 @@ class FakeProvider:
             await _respond(writer, received, item)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away, as a timeout test means it to
+        except asyncio.CancelledError:
+            if not self._closing:
+                raise
+            # cancelled by `_close`: end as a handler that finished (Python 3.11's stream server logs
+            # the CancelledError of a handler's task as an error in a callback)
         finally:
             self._handlers.discard(task)
             writer.close()
