@@ -28,6 +28,8 @@ Reported: p50 and p95 latency of both systems and their ratios (target <= 1.5x),
 cold turns (a send to a conversation not among the `--cache` most recently sent to: the worker's
 cache as a least-recently-used list of the sends; the first sends of step 1 warm it, as they
 do the worker's), and `docs/charts/service-latency.png`: p50 and p95 over the run, per 10 s.
+Printed beside each system's figures: the latency of the hottest conversation's sends (about one
+in 11 of them, which wait for each other) against that of the others'.
 Absolute figures depend on the machine (the server, the workers and the sends share its cores).
 """
 
@@ -78,6 +80,8 @@ class Run:
     capacity: float = 0.0
     at: list[float] = field(default_factory=list)
     latency_ms: list[float] = field(default_factory=list)
+    conversation: list[int] = field(default_factory=list)
+    """Each send's conversation number, beside its moment and latency."""
     asked: int = 0
     """Threadline: how many times a send was asked again (same request id) after `server-unavailable`."""
     ended: int = 0
@@ -88,6 +92,18 @@ class Run:
 
     def p(self, q: float) -> float:
         return pct(self.latency_ms, q)
+
+    def hottest(self) -> str:
+        """The latency of the sends to the conversation sent to most (one after another, as a user waits
+        for each answer), beside that of all the others' sends."""
+        top, count = collections.Counter(self.conversation).most_common(1)[0]
+        hot = [ms for i, ms in zip(self.conversation, self.latency_ms, strict=True) if i == top]
+        rest = [ms for i, ms in zip(self.conversation, self.latency_ms, strict=True) if i != top]
+        return (
+            f"the hottest conversation's {count:,} sends ({count / len(self.conversation):.0%}): p50 "
+            f"{pct(hot, 0.5):.0f} ms, p95 {pct(hot, 0.95):.0f} ms; the others': p50 {pct(rest, 0.5):.0f} ms, "
+            f"p95 {pct(rest, 0.95):.0f} ms"
+        )
 
 
 def zipf(count: int, rng: random.Random) -> Callable[[], int]:
@@ -220,6 +236,7 @@ async def open_loop(send: Send, sends: list[tuple[float, int]], run: Run) -> Non
         async with locks[i]:
             await send(i, question(k))
         run.at.append(at)
+        run.conversation.append(i)
         run.latency_ms.append(1000 * (time.perf_counter() - start - at))
 
     await asyncio.gather(*(one(k, at, i) for k, (at, i) in enumerate(sends)))
@@ -260,7 +277,8 @@ async def bench(
                     print(f"  {name}: {runs[name].again:,} of {runs[name].ended:,} turns ended by a later try")
                     print(f"  {name}: sends asked again after server-unavailable: {runs[name].asked:,}")
                 print(
-                    f"  {name}: p50 {runs[name].p(0.5):.0f} ms, p95 {runs[name].p(0.95):.0f} ms ({took:.0f} s)",
+                    f"  {name}: p50 {runs[name].p(0.5):.0f} ms, p95 {runs[name].p(0.95):.0f} ms ({took:.0f} s); "
+                    f"{runs[name].hottest()}",
                     flush=True,
                 )
     check(all(len(r.latency_ms) == len(sends) for r in runs.values()), "every send was answered")
