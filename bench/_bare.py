@@ -44,8 +44,6 @@ class BareAppend:
     path: str
     request_id: str
     text: str
-    placed: bool = False
-    """Append a line placing the turn before the answer's (each fsynced)."""
 
 
 def _append_line(path: str, data: bytes) -> None:
@@ -59,16 +57,21 @@ def _append_line(path: str, data: bytes) -> None:
 
 @activity.defn(name="bare.append")
 async def bare_append(turn: BareAppend) -> str:
-    """Answer the turn and append it, as one fsynced JSON line, to the conversation's file (`placed`:
-    after a line that places it)."""
-    if turn.placed:
-        placing = {"kind": "placed", "request_id": turn.request_id, "inputs": {"message": turn.text}}
-        await asyncio.to_thread(_append_line, turn.path, (json.dumps(placing, ensure_ascii=False) + "\n").encode())
+    """Answer the turn and append it, as one fsynced JSON line, to the conversation's file."""
     answer = f"(bare) You said: {turn.text}"
     line = {"kind": "turn", "request_id": turn.request_id, "inputs": {"message": turn.text}, "result": answer}
     data = (json.dumps(line, ensure_ascii=False) + "\n").encode()
     await asyncio.to_thread(_append_line, turn.path, data)
     return answer
+
+
+@activity.defn(name="bare.place_and_append")
+async def bare_place_and_append(turn: BareAppend) -> str:
+    """Append a line placing the turn (fsynced, in a hand-off of its own), then answer and append it as
+    `bare_append` does: the activity of a best bare conversation started `placed`."""
+    placing = {"kind": "placed", "request_id": turn.request_id, "inputs": {"message": turn.text}}
+    await asyncio.to_thread(_append_line, turn.path, (json.dumps(placing, ensure_ascii=False) + "\n").encode())
+    return await bare_append(turn)
 
 
 @workflow.defn(name="BareConversation")
@@ -112,8 +115,8 @@ class BestBareConversation:
     @workflow.update(name="turn")
     async def turn(self, send: BareSend) -> str:
         return await workflow.execute_activity(
-            bare_append,
-            BareAppend(path=self.path, request_id=send.request_id, text=send.text, placed=self.placed),
+            bare_place_and_append if self.placed else bare_append,
+            BareAppend(path=self.path, request_id=send.request_id, text=send.text),
             start_to_close_timeout=timedelta(seconds=30),
         )
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from bench._bare import BareConversation, BestBareConversation, bare_append
+from bench._bare import BareConversation, BestBareConversation, bare_append, bare_place_and_append
 from core.collector import tune
 from core.settings import Settings
 from core.temporal import data_converter
@@ -44,7 +44,7 @@ async def serve(address: str, queue: str, payloads: str, cache: int) -> None:
         client,
         task_queue=queue,
         workflows=[BareConversation, BestBareConversation],
-        activities=[bare_append],
+        activities=[bare_append, bare_place_and_append],
         max_concurrent_activities=200,
         max_cached_workflows=cache,
     )

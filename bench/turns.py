@@ -78,7 +78,7 @@ with workflow.unsafe.imports_passed_through():
 
     from bench import _bare_worker
     from bench._anchors import Beside, BestBareChat, CountedCalls, counted_client
-    from bench._bare import BareConversation, BareSend, BestBareConversation, bare_append
+    from bench._bare import BareConversation, BareSend, BestBareConversation, bare_append, bare_place_and_append
     from bench._pgturns import bench_hosts, bench_store_kinds
     from core.settings import Settings
     from core.temporal import workflow_id
@@ -302,7 +302,7 @@ async def started(root: Path, *, cache: int | None = None) -> AsyncIterator[Benc
             env.client,
             task_queue=bare_queue,
             workflows=[BareConversation, BestBareConversation],
-            activities=[bare_append],
+            activities=[bare_append, bare_place_and_append],
             max_concurrent_activities=200,
             max_cached_workflows=settings.workflow_cache,
         )
