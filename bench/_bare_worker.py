@@ -12,9 +12,11 @@ them, they share one collector).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from temporalio.client import Client
@@ -33,6 +35,20 @@ def start(settings: Settings, queue: str, cache: int) -> subprocess.Popen[str]:
     command = [sys.executable, "-m", "bench._bare_worker", settings.address, queue]
     command += [str(settings.payloads_spec()), str(cache)]
     return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+
+
+@contextlib.asynccontextmanager
+async def running(settings: Settings, queue: str, cache: int) -> AsyncIterator[subprocess.Popen[str]]:
+    """The process (`start`), once it polls; stopped (SIGTERM) however the block ends."""
+    process = start(settings, queue, cache)
+    try:
+        assert process.stdout is not None
+        if await asyncio.to_thread(process.stdout.readline) != "ready\n":
+            raise RuntimeError(f"the bare worker did not start (exit code {process.poll()})")
+        yield process
+    finally:
+        process.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(process.wait, 15)
 
 
 async def serve(address: str, queue: str, payloads: str, cache: int) -> None:

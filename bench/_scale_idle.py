@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import signal
 import tempfile
 import time
 import uuid
@@ -28,7 +27,7 @@ from temporalio.client import Client
 from bench import _bare_worker
 from bench._scale_kit import CONCURRENCY, QUIET_S, Chart, Row, Section, add, cpu_seconds, sizes, status_kb, worker_env
 from bench._server import start_dev_server
-from bench.turns import BareChat, check, question, settings_for
+from bench.turns import BareChat, question, settings_for
 from core.settings import Settings
 from tests.support.processes import WorkerProcess
 from threadline.client import Threadline, connect
@@ -112,19 +111,13 @@ async def bare_idle(client: Client, settings: Settings, root: Path, count: int) 
     queue = f"bench-scale-bare-{uuid.uuid4().hex[:8]}"
     folder = root / "bare"
     folder.mkdir()
-    process = _bare_worker.start(settings, queue, count + 100)
-    try:
-        assert process.stdout is not None
-        check(await asyncio.to_thread(process.stdout.readline) == "ready\n", "the bare worker started")
 
-        async def make(i: int) -> None:
-            cid = f"bare-idle-{queue}-{i:05d}"
-            await BareChat(client, queue, f"bare/{cid}", folder / f"{cid}.jsonl").predict(question(i))
+    async def make(i: int) -> None:
+        cid = f"bare-idle-{queue}-{i:05d}"
+        await BareChat(client, queue, f"bare/{cid}", folder / f"{cid}.jsonl").predict(question(i))
 
+    async with _bare_worker.running(settings, queue, count + 100) as process:
         return await fill(process.pid, make, "anchor")
-    finally:
-        process.send_signal(signal.SIGTERM)
-        await asyncio.to_thread(process.wait, 15)
 
 
 # ----- the section

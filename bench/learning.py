@@ -28,7 +28,7 @@ import functai
 import threadline
 from bench._report import exit_now, quiet_logs
 from bench._server import start_dev_server
-from core.settings import Settings
+from bench.turns import settings_for
 from tests.support.functai_kit import offline, reply, tutor
 from worker import build_worker
 
@@ -51,11 +51,7 @@ async def run() -> None:
         async with await start_dev_server() as env:
             data = Path(tmp)
             settings = dataclasses.replace(
-                Settings.from_env({}),
-                data=data,
-                stores={"default": data / "store"},
-                address=env.client.service_client.config.target_host,
-                task_queue=f"bench-{uuid.uuid4()}",
+                settings_for(env, data, f"bench-{uuid.uuid4()}"),
                 payloads=data / "payloads",
                 programs=("tests.support.learning_programs",),
             )

@@ -52,7 +52,6 @@ import dataclasses
 import functools
 import os
 import platform
-import signal
 import statistics
 import sys
 import tempfile
@@ -80,6 +79,7 @@ with workflow.unsafe.imports_passed_through():
     from bench._anchors import Beside, BestBareChat, CountedCalls, counted_client
     from bench._bare import BareConversation, BareSend, BestBareConversation, bare_append, bare_place_and_append
     from bench._pgturns import bench_hosts, bench_store_kinds
+    from bench._scale_kit import worker_env
     from core.settings import Settings
     from core.temporal import workflow_id
     from store.backends.folder import FolderStore
@@ -322,19 +322,15 @@ async def served(root: Path, *, cache: int) -> AsyncIterator[Bench]:
         settings = settings_for(env, root / "threadline", f"bench-threadline-{uuid.uuid4().hex[:8]}")
         settings = dataclasses.replace(settings, workflow_cache=cache)
         bare_queue = f"bench-bare-{uuid.uuid4().hex[:8]}"
-        worker = WorkerProcess(settings, root / "worker.log", env={"THREADLINE_WORKFLOW_CACHE": str(cache)})
-        bare = _bare_worker.start(settings, bare_queue, cache)
+        worker = WorkerProcess(settings, root / "worker.log", env=worker_env(cache))
         try:
-            await asyncio.to_thread(worker.wait_ready, 90.0)
-            assert bare.stdout is not None
-            check(await asyncio.to_thread(bare.stdout.readline) == "ready\n", "the bare worker started")
-            callers, calls = counted_client(env.client)
-            tl = await connect(settings, client=callers)
-            yield Bench(env, root, settings, tl, bare_queue, callers, calls)
+            async with _bare_worker.running(settings, bare_queue, cache):
+                await asyncio.to_thread(worker.wait_ready, 90.0)
+                callers, calls = counted_client(env.client)
+                tl = await connect(settings, client=callers)
+                yield Bench(env, root, settings, tl, bare_queue, callers, calls)
         finally:
             await asyncio.to_thread(worker.stop)
-            bare.send_signal(signal.SIGTERM)
-            await asyncio.to_thread(bare.wait, 15)
 
 
 # ------------------------------------------------------------------ 1 and 5. one long conversation each
